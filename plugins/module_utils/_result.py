@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The result shape every module of the collection returns.
+
+``{changed, diff, actions, reboot_required, restart_required, observed}``: ``actions`` is the
+plan (what was done, or in check mode what would be done), ``changed`` follows from it, and
+``reboot_required`` / ``restart_required`` say what the change still needs to take effect.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+
+def action(kind, target, **detail):
+    """One planned step: ``kind`` (a verb such as ``write_file``), ``target`` (path or device) and details."""
+    step = {"action": kind, "target": target}
+    step.update(detail)
+    return step
+
+
+class Result:
+    """Accumulates the outcome of one module run; ``as_dict()`` is what ``exit_json`` receives."""
+
+    def __init__(self):
+        self.actions = []
+        self.diffs = []
+        self.reboot_required = False
+        self.restart_required = []
+        self.observed = {}
+        self.extra = {}
+
+    @property
+    def changed(self):
+        """A run changed something exactly when its plan had at least one action."""
+        return bool(self.actions)
+
+    def add(self, step, diff=None):
+        """Record a planned step and, optionally, its before/after diff."""
+        self.actions.append(step)
+        if diff is not None:
+            self.diffs.append(diff)
+
+    def need_restart(self, service):
+        """Note that ``service`` must be restarted for the change to take effect (kept unique and ordered)."""
+        if service not in self.restart_required:
+            self.restart_required.append(service)
+
+    def as_dict(self, with_diff=True):
+        """The module return value. ``diff`` is a single dict when there is one, a list when several."""
+        out = {
+            "changed": self.changed,
+            "actions": list(self.actions),
+            "reboot_required": bool(self.reboot_required),
+            "restart_required": list(self.restart_required),
+            "observed": self.observed,
+        }
+        if with_diff and self.diffs:
+            out["diff"] = self.diffs[0] if len(self.diffs) == 1 else list(self.diffs)
+        out.update(self.extra)
+        return out
