@@ -1,0 +1,193 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kernel command lines, pure: split like the kernel, compare whole arguments, plan additions and removals.
+
+The kernel (``next_arg()`` in kernel/params.c) splits at unquoted white space; a double quote toggles quoting
+and may wrap a whole argument (``"foo=a b"``) or its value (``foo="a b"``).  Parameter names compare with
+``-`` and ``_`` as the same character (``parameq()``), so ``ib-core.netns-mode`` is ``ib_core.netns_mode``.
+A bare ``--`` ends the kernel's arguments; what follows belongs to init and is never touched here.
+
+Arguments are kept in their written form (quotes included) so that a plan rewrites only what it must.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import fnmatch
+import re
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+
+# What may appear in an argument we write: GRUB files are shell, so nothing the shell would expand or end.
+_SAFE_ARG_RE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]+$")
+_GLOB_CHARS = set("*?[")
+
+
+def split_raw(cmdline):
+    """Split at unquoted white space, keeping each argument exactly as written (quotes included)."""
+    args = []
+    current = []
+    in_quote = False
+    for char in cmdline:
+        if char == '"':
+            in_quote = not in_quote
+        if char.isspace() and not in_quote:
+            if current:
+                args.append("".join(current))
+                current = []
+            continue
+        current.append(char)
+    if current:
+        args.append("".join(current))
+    return args
+
+
+def kernel_args(cmdline):
+    """The kernel's own arguments of a command line: everything before a bare ``--``."""
+    args = split_raw(cmdline)
+    return args[:args.index("--")] if "--" in args else args
+
+
+def key_of(arg):
+    """The parameter name of an argument, quotes removed, ``-`` folded to ``_`` as the kernel compares names."""
+    text = arg[1:] if arg.startswith('"') else arg
+    name = text.split("=", 1)[0].rstrip('"')
+    return name.replace("-", "_")
+
+
+def value_of(arg):
+    """The value of an argument with the kernel's quote handling, or None for a bare flag."""
+    text = arg[1:] if arg.startswith('"') else arg
+    if "=" not in text:
+        return None
+    value = text.split("=", 1)[1]
+    if value.startswith('"'):
+        value = value[1:]
+    if value.endswith('"'):
+        value = value[:-1]
+    return value
+
+
+def same_arg(left, right):
+    """Whole-argument equality with kernel semantics: ``iommu=pt`` never matches ``amd_iommu=pt``."""
+    return key_of(left) == key_of(right) and value_of(left) == value_of(right)
+
+
+def parse(cmdline):
+    """``{raw, args, params}`` of a command line; ``params`` maps each name to its value (True for a bare flag),
+    a list when the name repeats.  ``args`` lists the kernel's arguments as written."""
+    raw = (cmdline or "").strip()
+    args = kernel_args(raw)
+    params = {}
+    for arg in args:
+        key = key_of(arg)
+        value = value_of(arg)
+        value = True if value is None else value
+        if key not in params:
+            params[key] = value
+        elif isinstance(params[key], list):
+            params[key].append(value)
+        else:
+            params[key] = [params[key], value]
+    return {"raw": raw, "args": args, "params": params}
+
+
+def validate_arg(arg, option="present"):
+    """Reject arguments that cannot be written safely into a GRUB shell file or a BLS entry."""
+    if not isinstance(arg, str) or not arg:
+        raise InputError("%s: kernel arguments must be non-empty strings, got %r" % (option, arg))
+    if not _SAFE_ARG_RE.match(arg) or arg.startswith("="):
+        raise InputError(
+            "%s: %r is not a kernel argument this module writes (allowed: letters, digits and _ . , : / + @ %% = -;"
+            " no spaces, quotes or shell characters)" % (option, arg))
+    return arg
+
+
+def _matches_absent(arg, pattern):
+    """An ``absent`` pattern matches a bare name (any value), one exact ``name=value``, or a glob on the argument."""
+    if _GLOB_CHARS & set(pattern):
+        unquoted = key_of(arg) if value_of(arg) is None else "%s=%s" % (key_of(arg), value_of(arg))
+        return fnmatch.fnmatchcase(unquoted, pattern.replace("-", "_")) or fnmatch.fnmatchcase(arg, pattern)
+    if "=" in pattern:
+        return same_arg(arg, pattern)
+    return key_of(arg) == key_of(pattern)
+
+
+def validate_request(present, absent):
+    """Check ``present``/``absent`` before any I/O: shapes, characters, and contradictions between the two."""
+    present = [validate_arg(arg, "present") for arg in present or []]
+    absent = list(absent or [])
+    for pattern in absent:
+        if not isinstance(pattern, str) or not pattern or any(c.isspace() for c in pattern) or '"' in pattern:
+            raise InputError("absent: %r is not an argument name, name=value or glob pattern" % (pattern,))
+    for arg in present:
+        for pattern in absent:
+            if _matches_absent(arg, pattern):
+                raise InputError("%r is both wanted (present) and removed (absent by %r)" % (arg, pattern))
+    return present, absent
+
+
+def plan(current, present=None, absent=None):
+    """Pure planner: the argument list that ``current`` (a list of arguments) must become.
+
+    * ``present`` arguments define the complete set of values of their name: ``iommu=pt`` replaces ``iommu=off``
+      in place; two wanted ``console=`` values keep both; an argument already there keeps its spelling and place.
+    * ``absent`` patterns remove every match (see :func:`_matches_absent`).
+    Returns ``(new_args, changes)`` with ``changes`` = ``[{"op": "add"|"remove", "arg": ...}]``.  When nothing must
+    change, ``new_args`` is ``current`` unchanged, so a second run is a no-op and nothing is appended twice.
+    """
+    present, absent = validate_request(present, absent)
+    wanted = {}
+    for arg in present:
+        wanted.setdefault(key_of(arg), []).append(arg)
+
+    new_args = []
+    placed = set()
+    for arg in current:
+        key = key_of(arg)
+        if any(_matches_absent(arg, pattern) for pattern in absent):
+            continue
+        if key not in wanted:
+            new_args.append(arg)
+        elif key not in placed:
+            # the wanted values of a name take the place of its first occurrence
+            placed.add(key)
+            same_name = [a for a in current if key_of(a) == key]
+            new_args.extend(next((a for a in same_name if same_arg(a, want)), want) for want in wanted[key])
+    for key, wants in wanted.items():
+        if key not in placed:
+            new_args.extend(wants)
+
+    kept = list(new_args)
+    changes = []
+    for arg in current:
+        if arg in kept:
+            kept.remove(arg)
+        else:
+            changes.append({"op": "remove", "arg": arg})
+    remaining = list(current)
+    for arg in new_args:
+        if arg in remaining:
+            remaining.remove(arg)
+        else:
+            changes.append({"op": "add", "arg": arg})
+    if not changes:
+        return list(current), []
+    return new_args, changes
+
+
+def missing_from(live_args, configured_args):
+    """Arguments configured for the next boot whose name=value the running kernel does not have (whole-token)."""
+    return [arg for arg in configured_args if not any(same_arg(arg, live) for live in live_args)]
+
+
+def iommu_vendor_arg(cpu_vendor):
+    """The vendor IOMMU switch for a ``/proc/cpuinfo`` ``vendor_id``: Intel needs ``intel_iommu=on``;
+    AMD's IOMMU is on by default, and ``amd_iommu=on`` is accepted and harmless.  None for others."""
+    if cpu_vendor == "GenuineIntel":
+        return "intel_iommu=on"
+    if cpu_vendor in ("AuthenticAMD", "HygonGenuine"):
+        return "amd_iommu=on"
+    return None
