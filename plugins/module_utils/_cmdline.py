@@ -105,7 +105,7 @@ def validate_arg(arg, option="present"):
     return arg
 
 
-def _matches_absent(arg, pattern):
+def matches_absent(arg, pattern):
     """An ``absent`` pattern matches a bare name (any value), one exact ``name=value``, or a glob on the argument."""
     if _GLOB_CHARS & set(pattern):
         unquoted = key_of(arg) if value_of(arg) is None else "%s=%s" % (key_of(arg), value_of(arg))
@@ -124,7 +124,7 @@ def validate_request(present, absent):
             raise InputError("absent: %r is not an argument name, name=value or glob pattern" % (pattern,))
     for arg in present:
         for pattern in absent:
-            if _matches_absent(arg, pattern):
+            if matches_absent(arg, pattern):
                 raise InputError("%r is both wanted (present) and removed (absent by %r)" % (arg, pattern))
     return present, absent
 
@@ -147,7 +147,7 @@ def plan(current, present=None, absent=None):
     placed = set()
     for arg in current:
         key = key_of(arg)
-        if any(_matches_absent(arg, pattern) for pattern in absent):
+        if any(matches_absent(arg, pattern) for pattern in absent):
             continue
         if key not in wanted:
             new_args.append(arg)

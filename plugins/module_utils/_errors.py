@@ -56,3 +56,7 @@ class ApplyError(RdmaNodeError):
 
 class VerifyError(RdmaNodeError):
     """The change was applied but observing the node again does not show the desired state."""
+
+
+class ConflictError(RdmaNodeError):
+    """Something else on the node contradicts the request, and overriding it silently would be unsafe."""

@@ -169,3 +169,33 @@ class HostRoot:
             os.write(fd, data)
         finally:
             os.close(fd)
+
+
+class HostCommands:
+    """Runs node commands for a module, inside ``host_root`` when it is not ``/``.
+
+    Commands that change boot state (``update-grub``, ``grubby``) must act on the tree under ``host_root``, so
+    they run through ``chroot <host_root>`` there; on ``/`` they run directly, found on the node's PATH.
+    Output is parsed, so the locale is pinned to C.
+    """
+
+    def __init__(self, module, host):
+        self.module = module
+        self.host = host
+        module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C", "LANGUAGE": "C"}
+
+    def find(self, name):
+        """The command's path on the node, or None.  Under a host root this looks inside the root."""
+        if self.host.root == "/":
+            return self.module.get_bin_path(name)
+        for directory in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+            candidate = directory + "/" + name
+            if os.access(self.host.path(candidate), os.X_OK):
+                return candidate
+        return None
+
+    def run(self, argv, data=None):
+        """``(rc, stdout, stderr)`` of ``argv`` (a list), chrooted into ``host_root`` when it is not ``/``."""
+        if self.host.root != "/":
+            argv = [self.module.get_bin_path("chroot", required=True), self.host.root] + list(argv)
+        return self.module.run_command(argv, data=data, check_rc=False)

@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GRUB configuration, pure: our ``/etc/default/grub.d`` drop-in, ``GRUB_CMDLINE_LINUX`` lines, grubby and grub.cfg.
+
+Debian and Ubuntu source ``/etc/default/grub`` and then ``/etc/default/grub.d/*.cfg`` (sorted) as shell before
+generating ``grub.cfg``.  The collection owns one drop-in, sorted last, that:
+
+* removes from ``GRUB_CMDLINE_LINUX`` and ``GRUB_CMDLINE_LINUX_DEFAULT`` every argument whose name it sets and
+  every argument matching an ``absent`` pattern, and
+* appends the wanted arguments to ``GRUB_CMDLINE_LINUX`` (all entries, recovery included).
+
+Its text depends only on the request, never on what other files say, so it is stable (idempotent) while an
+operator's own edits to ``/etc/default/grub`` keep working around it.  What the files configure is learned the way
+grub-mkconfig learns it, by sourcing them with ``/bin/sh`` (:func:`evaluate_script`), so later drop-ins that
+override ours are seen, not guessed.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import re
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
+
+DROPIN_HEADER = "# Managed by rdma.k8s_node.kernel_cmdline. Do not edit: change the module's arguments instead."
+CMDLINE_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+
+
+def _shell_name_pattern(name):
+    """A ``case`` pattern for a parameter name where ``-`` and ``_`` match each other, as in the kernel."""
+    return "".join("[-_]" if char in "-_" else char for char in name)
+
+
+def removal_patterns(present, absent):
+    """Shell ``case`` patterns for everything the drop-in strips: names it sets, and the ``absent`` patterns."""
+    patterns = []
+    for name in dict.fromkeys(_cmdline.key_of(arg) for arg in present):
+        pat = _shell_name_pattern(name)
+        patterns.extend([pat, pat + "=*"])
+    for pattern in absent:
+        if set("*?[") & set(pattern):
+            patterns.append(pattern)
+        elif "=" in pattern:
+            name, value = pattern.split("=", 1)
+            patterns.append("%s=%s" % (_shell_name_pattern(name), value))
+        else:
+            pat = _shell_name_pattern(pattern)
+            patterns.extend([pat, pat + "=*"])
+    return list(dict.fromkeys(patterns))
+
+
+def render_dropin(present, absent):
+    """The drop-in's text for a validated request (see :func:`_cmdline.validate_request`)."""
+    lines = [DROPIN_HEADER, "# wanted: %s" % (" ".join(present) or "(none)"),
+             "# removed: %s" % (" ".join(absent) or "(none)")]
+    patterns = removal_patterns(present, absent)
+    if patterns:
+        lines.append("set -f  # the arguments below are words, not file names")
+        for var in CMDLINE_VARS:
+            lines.extend([
+                "_rdma_k8s_node_kept=",
+                "for _rdma_k8s_node_arg in ${%s}; do" % var,
+                '  case "$_rdma_k8s_node_arg" in',
+                "    %s) ;;" % "|".join(patterns),
+                '    *) _rdma_k8s_node_kept="${_rdma_k8s_node_kept:+$_rdma_k8s_node_kept }$_rdma_k8s_node_arg" ;;',
+                "  esac",
+                "done",
+                '%s="$_rdma_k8s_node_kept"' % var,
+            ])
+        lines.append("set +f")
+        lines.append("unset _rdma_k8s_node_arg _rdma_k8s_node_kept")
+    if present:
+        lines.append('GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX:+$GRUB_CMDLINE_LINUX }%s"' % " ".join(present))
+    return "\n".join(lines) + "\n"
+
+
+def evaluate_script(paths):
+    """A POSIX sh script that sources ``paths`` in order (``$1``...) and prints both command-line variables,
+    one per line, the way grub-mkconfig reads them.  Missing files are skipped like grub-mkconfig does."""
+    return ('for f in "$@"; do if [ -f "$f" ]; then . "$f"; fi; done; '
+            'printf "%s\\n%s\\n" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"')
+
+
+def parse_evaluation(stdout):
+    """The two lines printed by :func:`evaluate_script` as ``{GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT}``."""
+    lines = stdout.split("\n")
+    if len(lines) < 2:
+        raise ParseError("sourcing the GRUB defaults printed %r, expected two lines" % stdout)
+    return {"GRUB_CMDLINE_LINUX": lines[0].strip(), "GRUB_CMDLINE_LINUX_DEFAULT": lines[1].strip()}
+
+
+def default_entry_args(values):
+    """The arguments of GRUB's default (non-recovery) entry: ``GRUB_CMDLINE_LINUX`` then ``..._DEFAULT``."""
+    return _cmdline.split_raw(" ".join(filter(None, [values.get(v, "") for v in CMDLINE_VARS])))
+
+
+# -- /etc/default/grub line editing (for the 'grub_default' mode and EL's GRUB_CMDLINE_LINUX) ----------------------
+
+_ASSIGN_RE = re.compile(r"^(?P<indent>\s*)(?:export\s+)?(?P<var>[A-Z_][A-Z0-9_]*)=(?P<value>.*?)\s*$")
+
+
+def _unquote(value, var):
+    """Value of a simple shell assignment; expansions or command substitutions are refused, not guessed."""
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1]
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        inner = value[1:-1]
+        if any(c in inner for c in '$`\\"'):
+            raise ParseError("%s uses shell expansion or escapes (%s); edit it by hand or use the drop-in mode" % (var, value))
+        return inner
+    if any(c in value for c in "$`\\\"' \t;&|"):
+        raise ParseError("%s=%s is not a simple assignment this module can rewrite" % (var, value))
+    return value
+
+
+def find_assignment(text, var):
+    """``(line_index, value)`` of the last assignment of ``var`` in a GRUB defaults file, or ``(None, None)``."""
+    found = (None, None)
+    for index, line in enumerate(text.splitlines()):
+        match = _ASSIGN_RE.match(line)
+        if match and match.group("var") == var:
+            found = (index, _unquote(match.group("value"), var))
+    return found
+
+
+def set_assignment(text, var, value):
+    """``text`` with the last assignment of ``var`` replaced (or one appended) by ``var="value"``."""
+    index, dummy_old = find_assignment(text, var)
+    lines = text.splitlines()
+    new_line = '%s="%s"' % (var, value)
+    if index is None:
+        lines.append(new_line)
+    else:
+        indent = _ASSIGN_RE.match(lines[index]).group("indent")
+        lines[index] = indent + new_line
+    return "\n".join(lines) + "\n"
+
+
+# -- grubby and generated grub.cfg -------------------------------------------------------------------------------------
+
+def parse_grubby_info(text):
+    """``grubby --info=ALL`` output -> ``[{index, kernel, args: [...]}, ...]``.  Values are ``key=value`` or
+    ``key="value"`` lines, one block per entry, each block starting with ``index=``."""
+    entries = []
+    current = None
+    for line in text.splitlines():
+        if "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        if key == "index":
+            current = {"index": int(value) if value.isdigit() else value, "kernel": None, "args": []}
+            entries.append(current)
+        elif current is not None and key == "kernel":
+            current["kernel"] = value
+        elif current is not None and key == "args":
+            current["args"] = _cmdline.split_raw(value)
+    return entries
+
+
+_LINUX_LINE_RE = re.compile(r"^\s*linux(?:efi|16)?\s+(\S+)\s*(.*)$")
+
+
+def grub_cfg_linux_lines(text):
+    """The kernel command lines of a generated ``grub.cfg``: ``[{"kernel": path, "args": [...]}]`` in file order."""
+    out = []
+    for line in text.splitlines():
+        match = _LINUX_LINE_RE.match(line)
+        if match:
+            out.append({"kernel": match.group(1), "args": _cmdline.split_raw(match.group(2))})
+    return out

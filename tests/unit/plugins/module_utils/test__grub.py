@@ -1,0 +1,127 @@
+"""GRUB drop-in rendering (checked against a real /bin/sh), defaults-file edits, grubby and grub.cfg parsing."""
+
+import subprocess
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
+
+
+def run_sh(*texts, cwd=None):
+    """Source GRUB defaults texts in order with /bin/sh through the module's own evaluation script."""
+    paths = []
+    for number, text in enumerate(texts):
+        path = cwd / ("%02d.cfg" % number)
+        path.write_text(text)
+        paths.append(str(path))
+    out = subprocess.run(["/bin/sh", "-c", _grub.evaluate_script(paths), "sh"] + paths,
+                         check=True, capture_output=True, text=True, env={}).stdout
+    return _grub.parse_evaluation(out)
+
+
+@pytest.mark.parametrize("defaults, present, absent, linux, default", [
+    ('GRUB_CMDLINE_LINUX=""\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"', ["iommu=pt"], [], "iommu=pt", "quiet"),
+    ('GRUB_CMDLINE_LINUX="iommu=off console=ttyS0"\nGRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=soft"',
+     ["iommu=pt", "intel_iommu=on"], [], "console=ttyS0 iommu=pt intel_iommu=on", "quiet"),
+    ('GRUB_CMDLINE_LINUX="ib-core.netns-mode=1 amd_iommu=pt"', ["ib_core.netns_mode=0"], [],
+     "amd_iommu=pt ib_core.netns_mode=0", ""),
+    ('GRUB_CMDLINE_LINUX="intel_iommu=on amd_iommu=on iommu=pt"', [], ["*_iommu=*"], "iommu=pt", ""),
+    ('GRUB_CMDLINE_LINUX="a=1 a=2 b"\nGRUB_CMDLINE_LINUX_DEFAULT="b quiet"', [], ["a=2", "b"], "a=1", "quiet"),
+    ("", ["iommu=pt"], ["quiet"], "iommu=pt", ""),
+    ('GRUB_CMDLINE_LINUX="ro"', [], [], "ro", ""),
+])
+def test_dropin_through_real_shell(tmp_path, defaults, present, absent, linux, default):
+    dropin = _grub.render_dropin(present, absent)
+    once = run_sh(defaults, dropin, cwd=tmp_path)
+    assert once == {"GRUB_CMDLINE_LINUX": linux, "GRUB_CMDLINE_LINUX_DEFAULT": default}
+    # the drop-in never appends twice, even when its result is fed through it again
+    assert run_sh(defaults, dropin, dropin, cwd=tmp_path) == once
+
+
+def test_later_dropin_overrides_are_seen(tmp_path):
+    values = run_sh('GRUB_CMDLINE_LINUX="ro"', _grub.render_dropin(["iommu=pt"], []),
+                    'GRUB_CMDLINE_LINUX="ro"', cwd=tmp_path)
+    assert values["GRUB_CMDLINE_LINUX"] == "ro"
+
+
+def test_default_entry_args():
+    assert _grub.default_entry_args({"GRUB_CMDLINE_LINUX": "console=ttyS0 iommu=pt",
+                                     "GRUB_CMDLINE_LINUX_DEFAULT": "quiet"}) == ["console=ttyS0", "iommu=pt", "quiet"]
+
+
+def test_dropin_text_is_stable_and_owns_its_names():
+    text = _grub.render_dropin(["iommu=pt"], ["quiet"])
+    assert text == _grub.render_dropin(["iommu=pt"], ["quiet"])
+    assert text.startswith(_grub.DROPIN_HEADER)
+    assert "iommu|iommu=*|quiet|quiet=*) ;;" in text
+    assert text.rstrip().endswith('GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX:+$GRUB_CMDLINE_LINUX }iommu=pt"')
+    assert "[-_]" in _grub.render_dropin(["ib_core.netns_mode=0"], [])
+
+
+def test_parse_evaluation_rejects_garbage():
+    with pytest.raises(ParseError):
+        _grub.parse_evaluation("one line only")
+
+
+def test_glob_in_variable_is_not_expanded(tmp_path):
+    defaults = 'GRUB_CMDLINE_LINUX="ro *"'
+    (tmp_path / "00.cfg").write_text("x")  # a file the * would expand to
+    assert run_sh(defaults, _grub.render_dropin(["iommu=pt"], []), cwd=tmp_path)["GRUB_CMDLINE_LINUX"] == "ro * iommu=pt"
+
+
+@pytest.mark.parametrize("text, value", [
+    ('GRUB_CMDLINE_LINUX="a b"\n', "a b"),
+    ("GRUB_CMDLINE_LINUX='a b'\n", "a b"),
+    ("GRUB_CMDLINE_LINUX=ab\n", "ab"),
+    ('GRUB_CMDLINE_LINUX="x"\n# GRUB_CMDLINE_LINUX="old"\n  GRUB_CMDLINE_LINUX="y"\n', "y"),
+    ("GRUB_TIMEOUT=5\n", None),
+])
+def test_find_assignment(text, value):
+    assert _grub.find_assignment(text, "GRUB_CMDLINE_LINUX")[1] == value
+
+
+@pytest.mark.parametrize("text", [
+    'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt"\n',
+    'GRUB_CMDLINE_LINUX="`cat /x`"\n',
+    "GRUB_CMDLINE_LINUX=a;reboot\n",
+])
+def test_expansions_are_refused(text):
+    with pytest.raises(ParseError):
+        _grub.find_assignment(text, "GRUB_CMDLINE_LINUX")
+
+
+def test_set_assignment_keeps_the_rest():
+    text = 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX="quiet"\nGRUB_TIMEOUT=5\n'
+    assert _grub.set_assignment(text, "GRUB_CMDLINE_LINUX", "quiet iommu=pt") == \
+        'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX="quiet iommu=pt"\nGRUB_TIMEOUT=5\n'
+    assert _grub.set_assignment("GRUB_DEFAULT=0\n", "GRUB_CMDLINE_LINUX", "iommu=pt").endswith('GRUB_CMDLINE_LINUX="iommu=pt"\n')
+
+
+GRUBBY_INFO = '''index=0
+kernel="/boot/vmlinuz-5.14.0-427.el9.x86_64"
+args="ro crashkernel=1G-4G:192M rd.lvm.lv=rhel/root iommu=pt"
+root="/dev/mapper/rhel-root"
+initrd="/boot/initramfs-5.14.0-427.el9.x86_64.img"
+title="Red Hat Enterprise Linux (5.14.0-427.el9.x86_64) 9.4 (Plow)"
+id="abc-5.14.0-427.el9.x86_64"
+index=1
+kernel="/boot/vmlinuz-0-rescue-abc"
+args="ro crashkernel=1G-4G:192M"
+'''
+
+
+def test_parse_grubby_info():
+    entries = _grub.parse_grubby_info(GRUBBY_INFO)
+    assert [e["index"] for e in entries] == [0, 1]
+    assert entries[0]["kernel"].endswith("el9.x86_64")
+    assert entries[0]["args"][-1] == "iommu=pt"
+    assert entries[1]["args"] == ["ro", "crashkernel=1G-4G:192M"]
+
+
+def test_grub_cfg_linux_lines():
+    cfg = ("menuentry 'Debian GNU/Linux' {\n\tlinux\t/boot/vmlinuz-6.1.0-28-amd64 root=UUID=1 ro iommu=pt quiet\n"
+           "\tinitrd\t/boot/initrd.img\n}\n  linuxefi /vmlinuz-x ro single\n")
+    lines = _grub.grub_cfg_linux_lines(cfg)
+    assert lines[0] == {"kernel": "/boot/vmlinuz-6.1.0-28-amd64", "args": ["root=UUID=1", "ro", "iommu=pt", "quiet"]}
+    assert lines[1]["args"] == ["ro", "single"]

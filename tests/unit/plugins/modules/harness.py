@@ -1,0 +1,35 @@
+"""Run a module's main() in-process and capture what it returns or why it fails."""
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+
+class ModuleExit(Exception):
+    """exit_json was called; args[0] holds the result."""
+
+
+class ModuleFail(Exception):
+    """fail_json was called; args[0] holds the failure."""
+
+
+def _exit_json(self, **kwargs):  # pylint: disable=unused-argument
+    raise ModuleExit(kwargs)
+
+
+def _fail_json(self, **kwargs):  # pylint: disable=unused-argument
+    raise ModuleFail(kwargs)
+
+
+def run_module(monkeypatch, main, args, check=False, diff=False, expect=ModuleExit):
+    """Call ``main()`` with ``args`` (plus check/diff flags) and return the exit or fail payload."""
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
+    full = dict(args)
+    full["_ansible_check_mode"] = check
+    full["_ansible_diff"] = diff
+    with patch_module_args(full):
+        with pytest.raises(expect) as info:
+            main()
+    return info.value.args[0]
