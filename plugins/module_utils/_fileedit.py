@@ -242,3 +242,20 @@ class FileTransaction:
                 if saved and os.path.exists(saved):
                     os.unlink(saved)
         self._undo = []
+
+
+def revert(host, plans):
+    """Put the files of applied ``plans`` back to what was observed before them.
+
+    Used when a later step of the same change (``update-grub``, ``update-initramfs``, a service restart) fails
+    after the files were already replaced and their transaction committed.  Returns the reverted node paths.
+    """
+    undo = []
+    for plan in plans:
+        if plan.changed:
+            before = plan.observed
+            undo.append(plan_file(observe_file(host, plan.path), before.content if before.exists else None,
+                                  before.mode if before.exists else 0o644,
+                                  before.uid if before.exists else 0, before.gid if before.exists else 0))
+    FileTransaction(host, backup=False).apply_all(undo)
+    return [p.path for p in undo if p.changed]

@@ -11,6 +11,10 @@ Symlinks are resolved by the operating system, as the kernel would for a bind-mo
 tree.  Kernel trees (sysfs) only contain relative links, so they resolve inside the root;
 :meth:`HostRoot.resolve` reports a link that leaves the root as unresolvable rather than
 silently reading the auditing machine's own files.
+
+A root may also be *assembled*: its top-level entries symlinks to other trees (a simulated
+node's ``sys`` and ``proc`` next to a container's real ``etc``).  Paths that resolve into such
+a top-level target map back to the node path under it.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -40,6 +44,7 @@ class HostRoot:
         if not os.path.isdir(root):
             raise HostRootError("host_root %s is not a directory" % root, {"host_root": root})
         self.root = os.path.realpath(root)
+        self._aliases = None
 
     # -- path mapping -------------------------------------------------------------------
     def path(self, node_path):
@@ -60,7 +65,23 @@ class HostRoot:
             return "/"
         if local.startswith(self.root + "/"):
             return local[len(self.root):]
+        for real, node in self._top_level_aliases():
+            if local == real or local.startswith(real + "/"):
+                return node + local[len(real):]
         return None
+
+    def _top_level_aliases(self):
+        """``[(real directory, "/name")]`` for top-level entries of the root that are symlinks to directories."""
+        if self._aliases is None:
+            self._aliases = []
+            for name in sorted(os.listdir(self.root)):
+                local = os.path.join(self.root, name)
+                if os.path.islink(local) and os.path.isdir(local):
+                    real = os.path.realpath(local)
+                    if real != "/":
+                        self._aliases.append((real, "/" + name))
+            self._aliases.sort(key=lambda alias: -len(alias[0]))
+        return self._aliases
 
     # -- reads ----------------------------------------------------------------------------
     def exists(self, node_path):
@@ -195,7 +216,17 @@ class HostCommands:
         return None
 
     def run(self, argv, data=None):
-        """``(rc, stdout, stderr)`` of ``argv`` (a list), chrooted into ``host_root`` when it is not ``/``."""
+        """``(rc, stdout, stderr)`` of a tool that works on the node's *files* (``update-grub``, ``grubby``,
+        ``update-initramfs``): chrooted into ``host_root`` when it is not ``/``."""
         if self.host.root != "/":
             argv = [self.module.get_bin_path("chroot", required=True), self.host.root] + list(argv)
         return self.module.run_command(argv, data=data, check_rc=False)
+
+    def run_kernel(self, argv, data=None):
+        """``(rc, stdout, stderr)`` of a tool that talks to the *kernel* (``rdma``, ``ip``, ``modprobe``):
+        it runs here, found on PATH, since a pod auditing ``/host`` shares the host's kernel, not its files.
+        A missing tool gives rc 127 and says so, like a shell would."""
+        path = self.module.get_bin_path(argv[0])
+        if path is None:
+            return 127, "", "%s: command not found" % argv[0]
+        return self.module.run_command([path] + list(argv[1:]), data=data, check_rc=False)

@@ -184,7 +184,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _gr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, InputError, RdmaNodeError, VerifyError,
 )
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
 
@@ -366,28 +366,15 @@ def run_grub(module, host, commands, mode, present, absent, result):
     if update:
         rc, out, err = commands.run(update_argv)
         if rc != 0:
-            restored = rollback_files(host, plans)
+            restored = revert(host, plans)
             raise ApplyError("%s failed (rc=%s); the GRUB files were restored: %s" % (" ".join(update_argv), rc, err.strip()),
                              {"rc": rc, "stdout": out, "stderr": err, "restored": restored})
         if grub.generated_is_stale(result.observed["configured"]):
-            restored = rollback_files(host, plans)
+            restored = revert(host, plans)
             raise VerifyError("%s ran but %s still lacks %s; the GRUB files were restored"
                               % (" ".join(update_argv), GRUB_CFG, _cmdline.missing_from(
                                   _grub.grub_cfg_linux_lines(host.read_text(GRUB_CFG) or "")[0]["args"],
                                   result.observed["configured"])), {"restored": restored})
-
-
-def rollback_files(host, plans):
-    """Put files back as they were before ``plans`` (observed content), used after a failed regeneration."""
-    undo = []
-    for plan in plans:
-        if plan.changed:
-            before = plan.observed
-            undo.append(plan_file(observe_file(host, plan.path), before.content if before.exists else None,
-                                  before.mode if before.exists else 0o644,
-                                  before.uid if before.exists else 0, before.gid if before.exists else 0))
-    FileTransaction(host, backup=False).apply_all(undo)
-    return [p.path for p in undo if p.changed]
 
 
 def run_grubby(module, host, commands, present, absent, result):
@@ -442,7 +429,7 @@ def run_grubby(module, host, commands, present, absent, result):
     for argv in grubby_steps:
         rc, out, err = commands.run(argv)
         if rc != 0:
-            restored = rollback_files(host, plans)
+            restored = revert(host, plans)
             raise ApplyError("%s failed (rc=%s): %s; the GRUB defaults were restored, boot entries changed by earlier "
                              "grubby calls were not" % (" ".join(argv), rc, err.strip()),
                              {"rc": rc, "stderr": err, "restored": restored})

@@ -97,3 +97,19 @@ def test_write_attr_reaches_the_file_and_keeps_errno(node):
     with pytest.raises(OSError) as info:
         host.write_attr("/sys/devices/pci0000:17/0000:17:00.0/nope/x", "1")
     assert info.value.errno == errno.ENOENT
+
+
+def test_assembled_root_maps_symlinked_top_level_trees_back(tmp_path):
+    sim = tmp_path / "sim"
+    (sim / "sys/devices/pci0000:00/0000:00:01.0").mkdir(parents=True)
+    (sim / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("../../../devices/pci0000:00/0000:00:01.0", sim / "sys/bus/pci/devices/0000:00:01.0")
+    view = tmp_path / "view"
+    view.mkdir()
+    os.symlink(str(sim / "sys"), view / "sys")
+    (view / "etc").mkdir()
+    host = HostRoot(str(view))
+    assert host.resolve("/sys/bus/pci/devices/0000:00:01.0") == "/sys/devices/pci0000:00/0000:00:01.0"
+    assert host.resolve("/sys") == "/sys"
+    assert host.resolve("/etc") == "/etc"
+    assert host.node_path(str(tmp_path / "elsewhere")) is None

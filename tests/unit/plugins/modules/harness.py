@@ -3,6 +3,7 @@
 import pytest
 
 from ansible.module_utils import basic
+from ansible.module_utils.common import warnings
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -14,18 +15,27 @@ class ModuleFail(Exception):
     """fail_json was called; args[0] holds the failure."""
 
 
+def _with_warnings(kwargs):
+    """Attach the warnings the module emitted, as exit_json would for a real run."""
+    messages = list(warnings.get_warning_messages())
+    if messages:
+        kwargs["warnings"] = messages
+    return kwargs
+
+
 def _exit_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise ModuleExit(kwargs)
+    raise ModuleExit(_with_warnings(kwargs))
 
 
 def _fail_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise ModuleFail(kwargs)
+    raise ModuleFail(_with_warnings(kwargs))
 
 
 def run_module(monkeypatch, main, args, check=False, diff=False, expect=ModuleExit):
     """Call ``main()`` with ``args`` (plus check/diff flags) and return the exit or fail payload."""
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
+    warnings._global_warnings.clear()  # pylint: disable=protected-access
     full = dict(args)
     full["_ansible_check_mode"] = check
     full["_ansible_diff"] = diff
