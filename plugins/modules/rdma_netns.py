@@ -1,0 +1,304 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: rdma_netns
+short_description: Set the RDMA subsystem network-namespace mode (shared or exclusive), live and persistent
+version_added: 0.1.0
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+description:
+  - Persists the mode as C(options ib_core netns_mode=1|0) in a modprobe.d file it owns, checking that no other
+    modprobe.d file read after it overrides the value.
+  - Switches the running kernel with C(rdma system set netns) when ib_core is loaded and the mode differs. The
+    kernel refuses while any non-init network namespace exists (every pod sandbox has one); the module then reports
+    RV(reboot_required) instead of failing, and never retries in a loop.
+  - Regenerates the initramfs when ib_core is inside it, so the option applies as early as the module loads.
+  - Warns when exclusive mode meets the RDMA shared device plugin, which stops seeing devices in that mode.
+extends_documentation_fragment:
+  - rdma.k8s_node.host_root
+  - rdma.k8s_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+options:
+  mode:
+    description:
+      - V(shared) (the kernel default) shows every RDMA device in every network namespace. V(exclusive) binds each
+        device to one namespace, as SR-IOV pods with the RDMA CNI need.
+    type: str
+    required: true
+    choices: [shared, exclusive]
+  conf_file:
+    description: The modprobe.d file this module owns. It must be a C(.conf) file directly in C(/etc/modprobe.d).
+    type: path
+    default: /etc/modprobe.d/rdma-k8s-node-ib_core.conf
+  live:
+    description: Try to switch the running kernel now. With V(false), a difference is only reported.
+    type: bool
+    default: true
+  initramfs:
+    description:
+      - V(auto) regenerates the initramfs (C(update-initramfs -u) or C(dracut -f)) after a file change when the
+        running kernel's initramfs contains ib_core; V(always) and V(never) force the choice.
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  backup:
+    description: Keep a timestamped copy of the previous file.
+    type: bool
+    default: false
+notes:
+  - The kernel command line (C(ib_core.netns_mode=)) overrides modprobe.d when ib_core loads. The module warns when
+    the running kernel was booted with a conflicting value; manage it with M(rdma.k8s_node.kernel_cmdline).
+seealso:
+  - module: rdma.k8s_node.kernel_cmdline
+  - module: rdma.k8s_node.rdma_facts
+"""
+
+EXAMPLES = r"""
+- name: Exclusive RDMA netns mode for SR-IOV pods
+  rdma.k8s_node.rdma_netns:
+    mode: exclusive
+  register: netns
+
+- name: Say when a reboot is still needed
+  ansible.builtin.debug:
+    msg: "{{ inventory_hostname }} switches to exclusive mode at the next boot"
+  when: netns.reboot_required
+"""
+
+RETURN = r"""
+changed:
+  description: Whether the file, the initramfs or the live mode was (or in check mode would be) changed.
+  returned: always
+  type: bool
+actions:
+  description: The steps taken, or that would be taken in check mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"action": "create_file", "target": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf", "mode": "0644"},
+           {"action": "run", "target": "rdma system set netns exclusive"}]
+reboot_required:
+  description: True when the running kernel is not in the wanted mode and could not be switched live.
+  returned: always
+  type: bool
+restart_required:
+  description: Always empty; the mode needs a live switch or a reboot, not a service restart.
+  returned: always
+  type: list
+  elements: str
+observed:
+  description: What the module read.
+  returned: always
+  type: dict
+  contains:
+    ib_core_loaded:
+      description: Whether ib_core is loaded (C(/sys/module/ib_core) exists).
+      type: bool
+    live:
+      description: The running kernel's mode before any switch, or null when ib_core is not loaded.
+      type: str
+    persisted:
+      description: The mode modprobe.d configures after the change (null when nothing sets it).
+      type: str
+    persisted_by:
+      description: The modprobe.d file whose setting wins.
+      type: str
+    cmdline:
+      description: The mode the running kernel's command line sets with C(ib_core.netns_mode=), or null.
+      type: str
+  sample: {"ib_core_loaded": true, "live": "shared", "persisted": "exclusive",
+           "persisted_by": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf", "cmdline": null}
+live_switch:
+  description: Outcome of the live switch - V(not_needed), V(switched), V(refused_busy) (namespaces exist) or
+    V(skipped) (live=false, or check mode).
+  returned: always
+  type: str
+diff:
+  description: Before and after of the modprobe.d file (with C(--diff)).
+  returned: when diff mode is on and the file changes
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe, _netns
+from ansible_collections.rdma.k8s_node.plugins.module_utils._cmdline import parse as parse_cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
+    ApplyError, ConflictError, InputError, RdmaNodeError, VerifyError,
+)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+
+NETNS_PARAM = "/sys/module/ib_core/parameters/netns_mode"
+MODPROBE_DIR = "/etc/modprobe.d"
+SHARED_DEVICE_PLUGIN = "k8s-rdma-shared"  # /proc/<pid>/comm is cut at 15 characters
+
+
+def read_live(host):
+    """``(loaded, mode)`` of the running kernel from ib_core's parameter file."""
+    if not host.isdir("/sys/module/ib_core"):
+        return False, None
+    return True, _netns.mode_of(host.read_attr(NETNS_PARAM))
+
+
+def modprobe_files(host, override_path=None, override_content=None):
+    """``[(path, text)]`` in kmod's reading order; ``override_*`` stands in for our file's future content."""
+    listing = {d: host.listdir(d) for d in _modprobe.CONFIG_DIRS}
+    if override_path:
+        directory, name = os.path.split(override_path)
+        listing[directory] = sorted(set(listing.get(directory, [])) | {name})
+    files = []
+    for directory, name in _modprobe.config_files(listing):
+        path = directory + "/" + name
+        text = override_content if path == override_path else host.read_text(path, default="")
+        files.append((path, text))
+    return files
+
+
+def shared_plugin_running(host):
+    """True when a process of the RDMA shared device plugin runs on the node."""
+    for pid in host.listdir("/proc"):
+        if pid.isdigit() and (host.try_attr("/proc/%s/comm" % pid) or "").startswith(SHARED_DEVICE_PLUGIN):
+            return True
+    return False
+
+
+def initramfs_has_ib_core(module, host, commands):
+    """Whether the running kernel's initramfs contains ib_core (so it loads before /etc/modprobe.d is read)."""
+    release = host.read_attr("/proc/sys/kernel/osrelease")
+    if not release:
+        return False
+    for image, lister in (("/boot/initrd.img-%s" % release, "lsinitramfs"), ("/boot/initramfs-%s.img" % release, "lsinitrd")):
+        if host.exists(image) and commands.find(lister):
+            rc, out, err = commands.run([lister, image])
+            if rc != 0:
+                module.warn("%s %s failed (%s); assuming ib_core is in the initramfs" % (lister, image, err.strip()))
+                return True
+            return any(line.rstrip().endswith(("/ib_core.ko", "/ib_core.ko.xz", "/ib_core.ko.zst")) for line in out.splitlines())
+    return False
+
+
+def initramfs_argv(host, commands):
+    """The initramfs regeneration command for the running kernel on this node."""
+    release = host.read_attr("/proc/sys/kernel/osrelease") or ""
+    if commands.find("update-initramfs"):
+        return ["update-initramfs", "-u", "-k", release or "all"]
+    if commands.find("dracut"):
+        return ["dracut", "-f", "--kver", release] if release else ["dracut", "-f"]
+    raise ApplyError("neither update-initramfs nor dracut is installed; cannot put the option into the initramfs")
+
+
+def run_module(module):
+    params = module.params
+    mode = params["mode"]
+    conf = params["conf_file"]
+    if os.path.dirname(conf) != MODPROBE_DIR or not conf.endswith(".conf") or os.path.basename(conf) == ".conf":
+        raise InputError("conf_file must be a .conf file directly in %s (kmod reads nothing else there), got %s"
+                         % (MODPROBE_DIR, conf))
+    host = HostRoot(params["host_root"])
+    commands = HostCommands(module, host)
+    result = Result()
+
+    loaded, live = read_live(host)
+    cmdline_value = parse_cmdline(host.read_attr("/proc/cmdline", default=""))["params"].get("ib_core.netns_mode")
+    cmdline_mode = _netns.mode_of(cmdline_value[-1] if isinstance(cmdline_value, list) else cmdline_value)
+
+    plan = plan_file(observe_file(host, conf), _netns.render_conf(mode), 0o644)
+    value, winner = _modprobe.effective_option(modprobe_files(host, conf, plan.content), "ib_core", "netns_mode")
+    persisted = _netns.mode_of(value)
+    if persisted != mode:
+        raise ConflictError("%s sets ib_core netns_mode=%s and is read after %s, so the wanted %s mode would not apply "
+                            "at boot; remove that setting or choose conf_file to sort after it" % (winner, value, conf, mode),
+                            {"overriding_file": winner})
+    result.observed.update({"ib_core_loaded": loaded, "live": live, "persisted": persisted,
+                            "persisted_by": winner, "cmdline": cmdline_mode})
+    if cmdline_mode is not None and cmdline_mode != mode:
+        module.warn("the running kernel was booted with ib_core.netns_mode=%s, which kmod applies over modprobe.d; "
+                    "unless the boot configuration changes too (rdma.k8s_node.kernel_cmdline), the next boot is %s "
+                    "again" % (cmdline_value, cmdline_mode))
+    if mode == "exclusive" and shared_plugin_running(host):
+        module.warn("the RDMA shared device plugin runs on this node; in exclusive mode it stops seeing RDMA devices "
+                    "in pods, so move those workloads to SR-IOV with the RDMA CNI")
+
+    regen = None
+    if plan.changed:
+        result.add(plan.action(), plan.diff() if module._diff else None)
+        wanted = params["initramfs"]
+        if wanted == "always" or (wanted == "auto" and initramfs_has_ib_core(module, host, commands)):
+            regen = initramfs_argv(host, commands)
+            result.add(action("run", " ".join(regen)))
+
+    decision = _netns.live_decision(mode, live, loaded, params["live"])
+    switch_argv = ["rdma", "system", "set", "netns", mode]
+    if decision == "switch":
+        result.add(action("run", " ".join(switch_argv)))
+    result.extra["live_switch"] = "not_needed" if decision == "none" else "skipped"
+    result.reboot_required = decision != "none"
+
+    if module.check_mode or not result.changed:
+        return result.as_dict(with_diff=module._diff)
+
+    txn = FileTransaction(host, backup=params["backup"])
+    backups = txn.apply_all([plan])
+    if backups:
+        result.extra["backup_files"] = backups
+    if regen:
+        rc, out, err = commands.run(regen)
+        if rc != 0:
+            revert(host, [plan])
+            raise ApplyError("%s failed (rc=%s): %s; %s was restored" % (" ".join(regen), rc, err.strip(), conf),
+                             {"rc": rc, "stdout": out, "stderr": err})
+    if decision == "switch":
+        rc, dummy_out, err = commands.run_kernel(switch_argv)
+        if rc == 0:
+            dummy_loaded, now = read_live(host)
+            if now != mode:
+                raise VerifyError("rdma system set netns %s succeeded but %s reads %s" % (mode, NETNS_PARAM, now))
+            result.extra["live_switch"] = "switched"
+            result.reboot_required = False
+        elif _netns.is_busy(rc, err):
+            result.extra["live_switch"] = "refused_busy"
+            module.warn("the kernel refused to switch the RDMA netns mode now because non-init network namespaces "
+                        "exist (pods, containers); %s is persisted and applies at the next boot" % mode)
+        else:
+            raise ApplyError("rdma system set netns %s failed (rc=%s): %s; the persistent setting in %s is in place"
+                             % (mode, rc, err.strip(), conf), {"rc": rc, "stderr": err})
+    return result.as_dict(with_diff=module._diff)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type="str", required=True, choices=list(_netns.MODES)),
+            conf_file=dict(type="path", default="/etc/modprobe.d/rdma-k8s-node-ib_core.conf"),
+            live=dict(type="bool", default=True),
+            initramfs=dict(type="str", default="auto", choices=["auto", "always", "never"]),
+            backup=dict(type="bool", default=False),
+            host_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run_module(module))
+    except RdmaNodeError as exc:
+        module.fail_json(**exc.to_fail_kwargs())
+
+
+if __name__ == "__main__":
+    main()

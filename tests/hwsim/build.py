@@ -1,0 +1,321 @@
+"""Lay the node's state out as the sysfs/procfs tree a real kernel would show.
+
+Shapes follow the real captures in realdata/hwloc (bridge chains under sys/devices, relative symlinks computed like
+kernfs, attribute formats); values are read live from the Node so a rebuild is only needed when entries come or go.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Callable
+
+from . import fmt
+from .models import MODELS
+from .state import IbDev, NetDev, Node, PciDevice, Pf
+from .vfs import Tree
+
+PCI_DRIVERS = sorted({model.driver for model in MODELS.values()} | {m.vf_driver for m in MODELS.values() if m.vf_driver})
+IB_STATES = {"ACTIVE": "4: ACTIVE", "DOWN": "1: DOWN", "INIT": "2: INIT", "ARMED": "3: ARMED"}
+GID_TABLE = 4
+HW_COUNTERS = ("local_ack_timeout_err", "out_of_sequence", "packet_seq_err", "req_transport_retries_exceeded",
+               "rnr_nak_retry_err", "roce_adp_retrans", "np_cnp_sent", "rp_cnp_handled")
+
+
+def build_tree(node: Node) -> Tree:
+    """The whole simulated root: sys/ and proc/."""
+    tree = Tree()
+    _system(tree, node)
+    for dev in node.devices.values():
+        _pci_device(tree, node, dev)
+    _drivers(tree, node)
+    for netdev in node.netdevs.values():
+        _netdev(tree, node, netdev)
+    for ib in node.ibdevs.values():
+        _ibdev(tree, node, ib)
+    _modules(tree, node)
+    _cgroup(tree, node)
+    _proc(tree, node)
+    return tree
+
+
+def _system(tree: Tree, node: Node) -> None:
+    spec = node.spec
+    cpus = fmt.format_cpulist(spec.cpus)
+    nodes = fmt.format_cpulist(list(spec.numa))
+    for name in ("online", "possible", "present"):
+        tree.add_value(f"sys/devices/system/cpu/{name}", cpus)
+    for name in ("online", "possible", "has_normal_memory", "has_memory"):
+        tree.add_value(f"sys/devices/system/node/{name}", nodes)
+    tree.add_value("sys/devices/system/node/has_cpu", fmt.format_cpulist([n for n, c in spec.numa.items() if c]))
+    nr_cpus = max(spec.cpus) + 1
+    for numa_id, node_cpus in spec.numa.items():
+        base = f"sys/devices/system/node/node{numa_id}"
+        tree.add_value(f"{base}/cpulist", fmt.format_cpulist(node_cpus))
+        tree.add_value(f"{base}/cpumap", fmt.format_cpumask(node_cpus, nr_cpus))
+        distance = " ".join("10" if other == numa_id else "21" for other in spec.numa)
+        tree.add_value(f"{base}/distance", distance)
+    tree.mkdir("sys/bus/pci/devices")
+    tree.mkdir("sys/class/net")
+    tree.mkdir("sys/class/infiniband")
+    for host in spec.host_bridges:
+        tree.mkdir(f"sys/devices/{host.name}")
+
+
+def _dev_dir(dev: PciDevice) -> str:
+    return "sys/" + "/".join(dev.path)
+
+
+def _local_cpus(node: Node, numa: int) -> list[int]:
+    """cpumask_of_node(); NUMA_NO_NODE (-1) means every CPU, as on the R910 capture."""
+    return node.spec.numa.get(numa, node.spec.cpus) if numa >= 0 else node.spec.cpus
+
+
+def _pci_device(tree: Tree, node: Node, dev: PciDevice) -> None:
+    base = _dev_dir(dev)
+    model = dev.model
+    cpus = _local_cpus(node, dev.numa)
+    tree.add_value(f"{base}/vendor", f"0x{model.vendor:04x}")
+    tree.add_value(f"{base}/device", f"0x{dev.device_id:04x}")
+    tree.add_value(f"{base}/subsystem_vendor", f"0x{model.subsystem_vendor:04x}")
+    tree.add_value(f"{base}/subsystem_device", f"0x{model.subsystem_device:04x}")
+    tree.add_file(f"{base}/class", lambda: f"0x{dev.klass:06x}\n")
+    tree.add_value(f"{base}/revision", "0x00")
+    tree.add_value(f"{base}/numa_node", str(dev.numa))
+    tree.add_value(f"{base}/local_cpulist", fmt.format_cpulist(cpus))
+    tree.add_value(f"{base}/local_cpus", fmt.format_cpumask(cpus, max(node.spec.cpus) + 1))
+    tree.add_value(f"{base}/enable", "1")
+    tree.add_file(f"{base}/uevent", lambda: _uevent(dev))
+    tree.add_file(f"{base}/driver_override", lambda: f"{dev.driver_override or '(null)'}\n",
+                  lambda text: node.store_driver_override(dev, text))
+    tree.add_link(f"{base}/subsystem", "sys/bus/pci")
+    tree.add_link(f"sys/bus/pci/devices/{dev.bdf}", base)
+    if dev.kind != "bridge":
+        tree.add_value(f"{base}/current_link_speed", "32.0 GT/s PCIe")
+        tree.add_value(f"{base}/current_link_width", "16")
+    if dev.driver:
+        tree.add_link(f"{base}/driver", f"sys/bus/pci/drivers/{dev.driver}")
+    if dev.pf is not None and dev.pf.totalvfs > 0:
+        _sriov(tree, node, dev.pf, base)
+    if dev.vf is not None:
+        tree.add_link(f"{base}/physfn", _dev_dir(dev.vf.pf.dev))
+
+
+def _uevent(dev: PciDevice) -> str:
+    model = dev.model
+    lines = [f"DRIVER={dev.driver}"] if dev.driver else []
+    lines += [f"PCI_CLASS={dev.klass:X}", f"PCI_ID={model.vendor:04X}:{dev.device_id:04X}",
+              f"PCI_SUBSYS_ID={model.subsystem_vendor:04X}:{model.subsystem_device:04X}", f"PCI_SLOT_NAME={dev.bdf}",
+              f"MODALIAS=pci:v{model.vendor:08X}d{dev.device_id:08X}sv{model.subsystem_vendor:08X}"
+              f"sd{model.subsystem_device:08X}bc{dev.klass >> 16:02X}sc{(dev.klass >> 8) & 0xFF:02X}i{dev.klass & 0xFF:02X}"]
+    return "\n".join(lines) + "\n"
+
+
+def _sriov(tree: Tree, node: Node, pf: Pf, base: str) -> None:
+    """The SR-IOV attribute group (drivers/pci/iov.c sriov_pf_dev_attrs), visible only on SR-IOV capable PFs."""
+    tree.add_value(f"{base}/sriov_totalvfs", str(pf.totalvfs))
+    tree.add_file(f"{base}/sriov_numvfs", lambda: f"{pf.numvfs}\n", lambda text: node.store_sriov_numvfs(pf, text))
+    tree.add_file(f"{base}/sriov_drivers_autoprobe", lambda: f"{int(pf.autoprobe)}\n",
+                  lambda text: node.store_autoprobe(pf, text))
+    tree.add_value(f"{base}/sriov_offset", str(pf.card.vf_offset(pf.index)))
+    tree.add_value(f"{base}/sriov_stride", str(pf.card.spec.vf_stride))
+    tree.add_value(f"{base}/sriov_vf_device", f"{pf.dev.model.vf_device:x}")
+    for vf in pf.vfs:
+        tree.add_link(f"{base}/virtfn{vf.index}", _dev_dir(vf.dev))
+
+
+def _drivers(tree: Tree, node: Node) -> None:
+    for driver in PCI_DRIVERS:
+        if driver != "pcieport" and driver not in node.modules:
+            continue
+        base = f"sys/bus/pci/drivers/{driver}"
+        tree.add_file(f"{base}/bind", None, _binder(node.store_bind, driver))
+        tree.add_file(f"{base}/unbind", None, _binder(node.store_unbind, driver))
+        tree.add_file(f"{base}/new_id", None, _rejecter())
+        tree.add_file(f"{base}/remove_id", None, _rejecter())
+        if driver in node.modules:
+            tree.add_link(f"{base}/module", f"sys/module/{driver}")
+        for dev in node.devices.values():
+            if dev.driver == driver:
+                tree.add_link(f"{base}/{dev.bdf}", _dev_dir(dev))
+
+
+def _binder(store: Callable[[str, str], None], driver: str) -> Callable[[str], None]:
+    return lambda text: store(driver, text)
+
+
+def _rejecter() -> Callable[[str], None]:
+    """new_id/remove_id: IDs this simulator's drivers do not know are rejected like a parse error."""
+    def reject(dummy_text: str) -> None:
+        raise fmt.oserror(errno.EINVAL)
+    return reject
+
+
+def _netdev(tree: Tree, node: Node, netdev: NetDev) -> None:
+    if netdev.dev is None:
+        base = f"sys/devices/virtual/net/{netdev.name}"
+    else:
+        base = f"{_dev_dir(netdev.dev)}/net/{netdev.name}"
+        tree.add_link(f"{base}/device", _dev_dir(netdev.dev))
+    tree.add_link(f"sys/class/net/{netdev.name}", base)
+    tree.add_link(f"{base}/subsystem", "sys/class/net")
+    arphrd = {"infiniband": 32, "ether": 1, "loopback": 772}[netdev.kind]
+    tree.add_value(f"{base}/type", str(arphrd))
+    tree.add_value(f"{base}/address", netdev.address)
+    broadcast = fmt.IPOIB_BROADCAST if netdev.kind == "infiniband" else "ff:ff:ff:ff:ff:ff"
+    tree.add_value(f"{base}/broadcast", broadcast if netdev.kind != "loopback" else "00:00:00:00:00:00")
+    tree.add_value(f"{base}/addr_len", str(len(netdev.address.split(":"))))
+    tree.add_value(f"{base}/ifindex", str(netdev.ifindex))
+    tree.add_value(f"{base}/iflink", str(netdev.ifindex))
+    tree.add_value(f"{base}/dev_port", str(netdev.dev_port))
+    tree.add_value(f"{base}/dev_id", "0x0")
+    tree.add_file(f"{base}/mtu", lambda: f"{netdev.mtu}\n", lambda text: node.store_mtu(netdev, text))
+    tree.add_file(f"{base}/operstate", lambda: "up\n" if netdev.up else "down\n")
+    tree.add_file(f"{base}/flags", lambda: "0x1003\n" if netdev.up else "0x1002\n")
+    tree.add_file(f"{base}/carrier", lambda: _carrier(netdev))
+    tree.add_value(f"{base}/tx_queue_len", "256" if netdev.kind == "infiniband" else "1000")
+    if netdev.kind == "infiniband":
+        tree.add_value(f"{base}/pkey", "0xffff")
+        tree.add_value(f"{base}/mode", "datagram")
+
+
+def _carrier(netdev: NetDev) -> str:
+    """carrier_show(): EINVAL while the interface is down (netif_running false)."""
+    if not netdev.up:
+        raise fmt.oserror(errno.EINVAL)
+    return "1\n"
+
+
+def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
+    base = f"{_dev_dir(ib.dev)}/infiniband/{ib.name}"
+    model = ib.dev.model
+    tree.add_link(f"sys/class/infiniband/{ib.name}", base)
+    tree.add_link(f"{base}/device", _dev_dir(ib.dev))
+    tree.add_link(f"{base}/subsystem", "sys/class/infiniband")
+    tree.add_value(f"{base}/node_guid", fmt.guid_sysfs(ib.node_guid))
+    tree.add_value(f"{base}/sys_image_guid", fmt.guid_sysfs(ib.sys_image_guid))
+    tree.add_value(f"{base}/fw_ver", model.fw_ver)
+    tree.add_value(f"{base}/hca_type", f"MT{ib.dev.device_id}")
+    tree.add_value(f"{base}/hw_rev", "0x0")
+    tree.add_value(f"{base}/board_id", model.board_id if ib.dev.vf is None else "")
+    tree.add_value(f"{base}/node_type", "1: CA")
+    tree.add_value(f"{base}/node_desc", f"{node.spec.name} {ib.name}")
+    port = f"{base}/ports/1"
+    tree.add_file(f"{port}/state", lambda: IB_STATES[node.port_state(ib)] + "\n")
+    tree.add_file(f"{port}/phys_state", lambda: "5: LinkUp\n" if node.port_state(ib) == "ACTIVE" else "3: Disabled\n")
+    tree.add_value(f"{port}/link_layer", ib.link_layer)
+    tree.add_file(f"{port}/rate", lambda: node.port_rate(ib) + "\n")
+    tree.add_file(f"{port}/lid", lambda: f"0x{_lid(node, ib):x}\n")
+    tree.add_value(f"{port}/sm_lid", f"0x{ib.sm_lid:x}")
+    tree.add_value(f"{port}/sm_sl", "0")
+    tree.add_value(f"{port}/lid_mask_count", "0")
+    tree.add_value(f"{port}/cap_mask", "0xa651e848" if ib.link_layer == "InfiniBand" else "0x00010000")
+    tree.add_value(f"{port}/pkeys/0", "0xffff")
+    for counter in HW_COUNTERS:
+        tree.add_value(f"{port}/hw_counters/{counter}", "0")
+    _gids(tree, node, ib, port)
+
+
+def _lid(node: Node, ib: IbDev) -> int:
+    if ib.link_layer != "InfiniBand" or node.port_state(ib) != "ACTIVE":
+        return 0
+    if ib.dev.vf is not None:
+        return ib.dev.vf.pf.fspec.lid + 1 + ib.dev.vf.index
+    return ib.lid
+
+
+def _gids(tree: Tree, node: Node, ib: IbDev, port: str) -> None:
+    """GID table: IB has the port GID at 0 with no ndev (reading ndevs/0 is EINVAL, kernel print_ndev());
+    RoCE has v1+v2 link-local GIDs bound to the netdev. Unused entries are zero and their attrs EINVAL."""
+    entries: list[tuple[int, str, str | None]] = []
+    if ib.link_layer == "InfiniBand":
+        entries.append((ib.port_guid, "IB/RoCE v1", None))
+    elif ib.netdev and ib.netdev in node.netdevs:
+        mac = bytes(int(octet, 16) for octet in node.netdevs[ib.netdev].address.split(":"))
+        eui = fmt.eui64_from_mac(mac)
+        entries += [(eui, "IB/RoCE v1", ib.netdev), (eui, "RoCE v2", ib.netdev)]
+    for idx in range(GID_TABLE):
+        if idx < len(entries):
+            guid, gid_type, ndev = entries[idx]
+            tree.add_value(f"{port}/gids/{idx}", fmt.gid_from_guid(0xFE80000000000000, guid))
+            tree.add_value(f"{port}/gid_attrs/types/{idx}", gid_type)
+            tree.add_file(f"{port}/gid_attrs/ndevs/{idx}", _value_or_einval(ndev))
+        else:
+            tree.add_value(f"{port}/gids/{idx}", fmt.gid_from_guid(0, 0))
+            tree.add_file(f"{port}/gid_attrs/types/{idx}", _value_or_einval(None))
+            tree.add_file(f"{port}/gid_attrs/ndevs/{idx}", _value_or_einval(None))
+
+
+def _value_or_einval(value: str | None) -> Callable[[], str]:
+    def read() -> str:
+        if value is None:
+            raise fmt.oserror(errno.EINVAL)
+        return value + "\n"
+    return read
+
+
+def _modules(tree: Tree, node: Node) -> None:
+    for name, module in node.modules.items():
+        base = f"sys/module/{name}"
+        tree.add_value(f"{base}/initstate", "live")
+        tree.add_file(f"{base}/refcnt", lambda n=name: f"{len(node.holders(n))}\n")
+        tree.mkdir(f"{base}/holders")
+        for holder in node.holders(name):
+            tree.add_link(f"{base}/holders/{holder}", f"sys/module/{holder}")
+        for param in module.params:
+            tree.add_file(f"{base}/parameters/{param}", lambda m=module, p=param: f"{m.params[p]}\n")
+
+
+def _cgroup(tree: Tree, node: Node) -> None:
+    tree.add_value("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc")
+    rdma = node.spec.rdma_cgroup
+    if not rdma:
+        return
+    base = f"sys/fs/cgroup/{str(rdma['path']).strip('/')}"
+    tree.add_file(f"{base}/rdma.max", lambda: _rdma_lines(node, True), node.store_rdma_max)
+    tree.add_file(f"{base}/rdma.current", lambda: _rdma_lines(node, False))
+
+
+def _rdma_lines(node: Node, limits: bool) -> str:
+    """rdmacg_resource_read(): one line per registered RDMA device, 'max' where no limit is set."""
+    lines = []
+    for name in node.ibdevs:
+        values = node.rdma_limits.get(name, {}) if limits else {}
+        default = "max" if limits else "0"
+        lines.append(f"{name} hca_handle={values.get('hca_handle', default)} hca_object={values.get('hca_object', default)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _proc(tree: Tree, node: Node) -> None:
+    tree.add_file("proc/cmdline", lambda: node.cmdline + "\n", size=0)
+    tree.add_file("proc/modules", lambda: proc_modules(node), size=0)
+    tree.add_file("proc/sys/kernel/osrelease", lambda: node.spec.kernel_release + "\n", size=0)
+    for scope in node.sysctl:
+        for key in ("arp_ignore", "arp_announce", "rp_filter"):
+            tree.add_file(f"proc/sys/net/ipv4/conf/{scope}/{key}", _sysctl_reader(node, scope, key),
+                          _sysctl_writer(node, scope, key), size=0)
+    tree.add_file("proc/sys/net/core/devconf_inherit_init_net", lambda: f"{node.devconf_inherit_init_net}\n",
+                  node.store_inherit, size=0)
+    if node.spec.nvidia_driver and "nvidia" in node.modules:
+        version = node.spec.nvidia_driver
+        text = (f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build  (dvs-builder@U16-I3-B03-4-3)"
+                "  Tue Oct  8 03:22:07 UTC 2024\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n")
+        tree.add_file("proc/driver/nvidia/version", lambda: text, size=0)
+
+
+def _sysctl_reader(node: Node, scope: str, key: str) -> Callable[[], str]:
+    return lambda: f"{node.sysctl[scope][key]}\n"
+
+
+def _sysctl_writer(node: Node, scope: str, key: str) -> Callable[[str], None]:
+    return lambda text: node.store_sysctl(scope, key, text)
+
+
+def proc_modules(node: Node) -> str:
+    """/proc/modules: newest first, 'name size refcnt holders, state address [taint]'."""
+    lines = []
+    for name in reversed(list(node.modules)):
+        holders = node.holders(name)
+        used = "".join(holder + "," for holder in holders) or "-"
+        taint = " (POE)" if name.startswith("nvidia") else ""
+        lines.append(f"{name} {node.spec.modules[name].size} {len(holders)} {used} Live 0x0000000000000000{taint}")
+    return "".join(line + "\n" for line in lines)

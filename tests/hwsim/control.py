@@ -1,0 +1,244 @@
+"""The control interface: one JSON command in, one JSON reply out.
+
+Served at MOUNT/.hwsim/ctl by the FUSE layer and used by the shims, so the shims stay stdlib-only and never
+touch the state directly. Replies are {"ok": true, "result": ...} or {"ok": false, "errno": "EBUSY", "error": ...}.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from typing import Any, Callable
+
+from . import fmt
+from .build import proc_modules
+from .state import IbDev, NetDev, Node, Pf
+
+Handler = Callable[[Node, dict[str, Any]], Any]
+
+
+def handle(node: Node, request: str | bytes) -> str:
+    """Run one command and return the JSON reply text."""
+    try:
+        command = json.loads(request)
+        if not isinstance(command, dict) or "cmd" not in command:
+            raise ValueError("a command is a JSON object with a 'cmd' key")
+        handler = COMMANDS.get(str(command["cmd"]))
+        if handler is None:
+            raise ValueError(f"unknown command {command['cmd']!r}; known: {sorted(COMMANDS)}")
+        reply: dict[str, Any] = {"ok": True, "result": handler(node, command)}
+    except OSError as exc:
+        code = exc.errno or errno.EIO
+        reply = {"ok": False, "errno": errno.errorcode.get(code, str(code)), "error": exc.strerror,
+                 "detail": exc.filename}
+    except (ValueError, KeyError, TypeError) as exc:
+        reply = {"ok": False, "errno": "EINVAL", "error": str(exc)}
+    return json.dumps(reply, sort_keys=True) + "\n"
+
+
+def _reset(node: Node, cmd: dict[str, Any]) -> Any:
+    node.power_on(cmd.get("cmdline"))
+    return {"boot_log": node.boot_log}
+
+
+def _fault_add(node: Node, cmd: dict[str, Any]) -> Any:
+    fault = node.faults.add(cmd["path"], cmd.get("op", "any"), cmd.get("action", "errno"), cmd.get("errno"),
+                            float(cmd.get("seconds", 0)), cmd.get("count"))
+    return fault.describe()
+
+
+def _fault_clear(node: Node, cmd: dict[str, Any]) -> Any:
+    return {"cleared": node.faults.clear(cmd.get("id"))}
+
+
+def _set_delay(node: Node, cmd: dict[str, Any]) -> Any:
+    name = cmd["name"]
+    if name not in node.delays:
+        raise ValueError(f"unknown delay {name!r}; known: {sorted(node.delays)}")
+    node.delays[name] = float(cmd["seconds"])
+    return dict(node.delays)
+
+
+def _netns_add(node: Node, cmd: dict[str, Any]) -> Any:
+    node.netns_add(cmd["name"])
+    return list(node.netns)
+
+
+def _netns_del(node: Node, cmd: dict[str, Any]) -> Any:
+    node.netns_del(cmd["name"])
+    return list(node.netns)
+
+
+def _ip_link_set_vf(node: Node, cmd: dict[str, Any]) -> Any:
+    attrs = {key: value for key, value in cmd.items() if key not in ("cmd", "dev", "vf")}
+    node.set_vf(cmd["dev"], int(cmd["vf"]), **attrs)
+    return None
+
+
+def _ip_link_set(node: Node, cmd: dict[str, Any]) -> Any:
+    node.set_link(cmd["dev"], cmd.get("mtu"), cmd.get("up"))
+    return None
+
+
+def _ip_link_show(node: Node, cmd: dict[str, Any]) -> Any:
+    with node.lock:
+        node.advance()
+        names = [cmd["dev"]] if cmd.get("dev") else sorted(node.netdevs, key=lambda n: node.netdevs[n].ifindex)
+        return [_link_info(node.netdev(name)) for name in names]
+
+
+def _link_info(netdev: NetDev) -> dict[str, Any]:
+    """The fields `ip link show` prints (iproute2 ip/ipaddress.c print_linkinfo/print_vfinfo)."""
+    kind = netdev.kind
+    broadcast = {"infiniband": fmt.IPOIB_BROADCAST, "ether": "ff:ff:ff:ff:ff:ff"}.get(kind, "00:00:00:00:00:00")
+    flags = ["LOOPBACK"] if kind == "loopback" else ["BROADCAST", "MULTICAST"]
+    if netdev.up:
+        flags += ["UP", "LOWER_UP"]
+    info: dict[str, Any] = {
+        "ifindex": netdev.ifindex, "ifname": netdev.name, "flags": flags, "mtu": netdev.mtu,
+        "qdisc": ("mq" if kind != "loopback" else "noqueue") if netdev.up else "noop",
+        "operstate": "UP" if netdev.up else "DOWN", "linkmode": "DEFAULT", "group": "default",
+        "txqlen": 256 if kind == "infiniband" else 1000, "link_type": kind, "address": netdev.address,
+        "broadcast": broadcast,
+    }
+    if kind == "loopback":
+        info["operstate"] = "UNKNOWN"
+    pf = netdev.dev.pf if netdev.dev is not None else None
+    if pf is not None and pf.numvfs:
+        info["vfinfo_list"] = [_vf_info(pf, idx, netdev, broadcast) for idx in range(pf.numvfs)]
+    return info
+
+
+def _vf_info(pf: Pf, idx: int, netdev: NetDev, broadcast: str) -> dict[str, Any]:
+    admin = pf.admin[idx]
+    if netdev.kind == "infiniband":
+        # IPoIB reports the PF's own 20-byte address for each VF (iproute2 commit 738728cc example).
+        vf: dict[str, Any] = {"vf": idx, "link_type": "infiniband", "address": netdev.address, "broadcast": broadcast,
+                              "spoofchk": False, "node guid": fmt.guid_colons(admin.node_guid),
+                              "port guid": fmt.guid_colons(admin.port_guid)}
+    else:
+        vf = {"vf": idx, "link_type": "ether", "address": fmt.mac_colons(admin.mac), "broadcast": broadcast}
+        if admin.vlan:
+            vf["vlan_list"] = [{"vlan": admin.vlan, **({"qos": admin.qos} if admin.qos else {})}]
+        vf["spoofchk"] = admin.spoofchk
+    vf.update({"link_state": admin.link_state, "trust": admin.trust, "query_rss_en": False})
+    return vf
+
+
+def _rdma_system_show(node: Node, dummy_cmd: dict[str, Any]) -> Any:
+    if "ib_core" not in node.modules:
+        raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
+    return {"netns": "shared" if node.netns_shared else "exclusive", "privileged-qkey": False, "monitor": False,
+            "copy-on-fork": True}
+
+
+def _rdma_system_set(node: Node, cmd: dict[str, Any]) -> Any:
+    mode = cmd["netns"]
+    if mode not in ("shared", "exclusive"):
+        raise ValueError("valid options are: { shared | exclusive }")
+    node.set_netns_mode(mode == "shared")
+    return None
+
+
+def _rdma_devs(node: Node) -> list[IbDev]:
+    if "ib_core" not in node.modules:
+        raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
+    node.advance()
+    return sorted(node.ibdevs.values(), key=lambda ib: ib.index)
+
+
+def _rdma_dev_show(node: Node, dummy_cmd: dict[str, Any]) -> Any:
+    with node.lock:
+        return [{"ifindex": ib.index, "ifname": ib.name, "node_type": "ca", "fw": ib.dev.model.fw_ver,
+                 "node_guid": fmt.guid_sysfs(ib.node_guid), "sys_image_guid": fmt.guid_sysfs(ib.sys_image_guid)}
+                for ib in _rdma_devs(node)]
+
+
+def _rdma_link_show(node: Node, dummy_cmd: dict[str, Any]) -> Any:
+    with node.lock:
+        out = []
+        for ib in _rdma_devs(node):
+            state = node.port_state(ib)
+            link: dict[str, Any] = {"ifindex": ib.index, "ifname": ib.name, "port": 1, "state": state,
+                                    "physical_state": "LINK_UP" if state == "ACTIVE" else "DISABLED"}
+            if ib.link_layer == "InfiniBand":
+                link.update({"subnet_prefix": "fe80:0000:0000:0000", "lid": ib.lid if state == "ACTIVE" else 0,
+                             "sm_lid": ib.sm_lid, "lmc": 0})
+            elif ib.netdev:
+                link["netdev"] = ib.netdev
+            out.append(link)
+        return out
+
+
+def _modprobe(node: Node, cmd: dict[str, Any]) -> Any:
+    name = cmd["name"]
+    if cmd.get("remove"):
+        return {"removed": node.rmmod(name)}
+    if cmd.get("dry_run"):
+        if name.replace("-", "_") not in node.spec.modules:
+            raise OSError(errno.ENOENT, "Module not found", name)
+        return {"inserted": []}
+    return {"inserted": node.modprobe(name, cmd.get("params") or {})}
+
+
+def _modules(node: Node, dummy_cmd: dict[str, Any]) -> Any:
+    return {"kernel_release": node.spec.kernel_release, "loaded": list(node.modules),
+            "catalogue": sorted(node.spec.modules), "proc_modules": proc_modules(node)}
+
+
+def _mstconfig_query(node: Node, cmd: dict[str, Any]) -> Any:
+    with node.lock:
+        card = node.card_by_bdf(cmd["bdf"])
+        model = card.spec.model
+        defaults = node.fw_defaults(card)
+        return {"device_type": model.mlx_name, "description": model.description, "bdf": card.pfs[0].dev.bdf,
+                "params": [{"name": key, "default": defaults[key], "current": card.fw_current[key],
+                            "next": card.fw_next[key]} for key in card.fw_next]}
+
+
+def _mstconfig_set(node: Node, cmd: dict[str, Any]) -> Any:
+    changes = node.fw_set(cmd["bdf"], dict(cmd["params"]), apply=not cmd.get("dry_run"))
+    return {key: {"next": old, "new": new} for key, (old, new) in changes.items()}
+
+
+def _ofed_info(node: Node, dummy_cmd: dict[str, Any]) -> Any:
+    return {"version": node.spec.ofed}
+
+
+def _dump(node: Node, dummy_cmd: dict[str, Any]) -> Any:
+    with node.lock:
+        node.advance()
+        return {
+            "spec": node.spec.name, "cmdline": node.cmdline, "netns": list(node.netns),
+            "netns_mode": "shared" if node.netns_shared else "exclusive", "modules": list(node.modules),
+            "delays": dict(node.delays), "faults": [fault.describe() for fault in node.faults.list()],
+            "netdevs": sorted(node.netdevs), "ibdevs": sorted(node.ibdevs), "boot_log": list(node.boot_log),
+            "pfs": {pf.dev.bdf: {"numvfs": pf.numvfs, "totalvfs": pf.totalvfs, "vfs": [vf.dev.bdf for vf in pf.vfs],
+                                 "admin": {idx: {"node_guid": fmt.guid_colons(a.node_guid),
+                                                 "port_guid": fmt.guid_colons(a.port_guid),
+                                                 "link_state": a.link_state} for idx, a in pf.admin.items()}}
+                    for card in node.cards for pf in card.pfs},
+        }
+
+
+COMMANDS: dict[str, Handler] = {
+    "reset": _reset,
+    "fault_add": _fault_add,
+    "fault_clear": _fault_clear,
+    "set_delay": _set_delay,
+    "netns_add": _netns_add,
+    "netns_del": _netns_del,
+    "ip_link_set_vf": _ip_link_set_vf,
+    "ip_link_set": _ip_link_set,
+    "ip_link_show": _ip_link_show,
+    "rdma_system_show": _rdma_system_show,
+    "rdma_system_set": _rdma_system_set,
+    "rdma_dev_show": _rdma_dev_show,
+    "rdma_link_show": _rdma_link_show,
+    "modprobe": _modprobe,
+    "modules": _modules,
+    "mstconfig_query": _mstconfig_query,
+    "mstconfig_set": _mstconfig_set,
+    "ofed_info": _ofed_info,
+    "dump": _dump,
+}

@@ -1,0 +1,180 @@
+"""FUSE front end (mfusepy): serves the Node's tree at a mount point, plus the control file .hwsim/ctl.
+
+Every error is the errno the state model raised, so callers (the code under test, possibly in a user-namespaced
+container) see exactly what the kernel would return. Mounted with direct_io and zero cache timeouts: sysfs values
+change under the caller's feet and must never be served from the page cache or a stale dentry.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import mfusepy as fuse
+
+from . import control
+from .mount import CTL, CTL_DIR, PID
+from .state import Node
+from .vfs import File, st_mode
+
+
+@dataclass
+class Handle:
+    """Per-open state: a read snapshot (sysfs reads are consistent per open) or a ctl exchange."""
+
+    path: str
+    data: bytes | None = None
+    written: int = 0
+
+
+class HwsimFS(fuse.Operations):
+    """mfusepy operations backed by a Node."""
+
+    use_ns = True
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.handles: dict[int, Handle] = {}
+        self.ids = itertools.count(1)
+        self.handle_lock = threading.Lock()
+        self.mtime = time.time_ns()
+
+    # ---------------------------------------------------------------- helpers
+    @staticmethod
+    def _rel(path: str) -> str:
+        return path.strip("/")
+
+    def _stat(self, mode: int, size: int = 0) -> dict[str, Any]:
+        return {"st_mode": mode, "st_size": size, "st_nlink": 2 if stat.S_ISDIR(mode) else 1, "st_uid": 0,
+                "st_gid": 0, "st_atime": self.mtime, "st_mtime": self.mtime, "st_ctime": self.mtime}
+
+    def _handle(self, fh: int) -> Handle:
+        with self.handle_lock:
+            handle = self.handles.get(fh)
+        if handle is None:
+            raise fuse.FuseOSError(errno.EBADF)
+        return handle
+
+    def _new_handle(self, path: str) -> int:
+        with self.handle_lock:
+            fh = next(self.ids)
+            self.handles[fh] = Handle(path)
+        return fh
+
+    # ---------------------------------------------------------------- metadata
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        rel = self._rel(path)
+        if rel in ("", CTL_DIR):
+            return self._stat(stat.S_IFDIR | 0o755)
+        if rel == CTL:
+            return self._stat(stat.S_IFREG | 0o666)
+        if rel == PID:
+            return self._stat(stat.S_IFREG | 0o444, 0)
+        entry = self.node.lookup(rel, follow_last=False)[1]
+        size = entry.size if isinstance(entry, File) else 0
+        return self._stat(st_mode(entry), size)
+
+    def readlink(self, path: str) -> str:
+        return self.node.readlink(self._rel(path))
+
+    def readdir(self, path: str, fh: int) -> list[str]:
+        rel = self._rel(path)
+        if rel == CTL_DIR:
+            return [".", "..", "ctl", "pid"]
+        names = self.node.readdir(rel)
+        return [".", ".."] + names + ([CTL_DIR] if rel == "" else [])
+
+    # ---------------------------------------------------------------- data
+    def open(self, path: str, flags: int) -> int:
+        rel = self._rel(path)
+        if rel in (CTL, PID):
+            if rel == PID and flags & os.O_ACCMODE != os.O_RDONLY:
+                raise fuse.FuseOSError(errno.EACCES)
+            return self._new_handle(rel)
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            self.node.check_writable(rel)
+        if flags & os.O_ACCMODE != os.O_WRONLY:
+            entry = self.node.lookup(rel)[1]
+            if isinstance(entry, File) and entry.read is None:
+                raise fuse.FuseOSError(errno.EACCES)
+        return self._new_handle(rel)
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        handle = self._handle(fh)
+        if handle.path == PID:
+            return f"{os.getpid()}\n".encode()[offset:offset + size]
+        if handle.path == CTL:
+            reply = handle.data or b""
+            start = max(0, offset - handle.written)
+            return reply[start:start + size]
+        if handle.data is None or offset == 0:
+            handle.data = self.node.read(handle.path).encode()
+        return handle.data[offset:offset + size]
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        handle = self._handle(fh)
+        if handle.path == CTL:
+            # The reply is read back sequentially after the write: file offset `written` is its first byte.
+            handle.data = control.handle(self.node, data).encode()
+            handle.written += len(data)
+            return len(data)
+        return self.node.write(handle.path, data)
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> int:
+        """O_TRUNC on a sysfs attribute is ignored by the kernel; read-only ones still refuse the open."""
+        rel = self._rel(path)
+        if rel != CTL:
+            self.node.check_writable(rel)
+        return 0
+
+    def release(self, path: str, fh: int) -> int:
+        with self.handle_lock:
+            self.handles.pop(fh, None)
+        return 0
+
+    def flush(self, path: str, fh: int) -> int:
+        return 0
+
+    # ---------------------------------------------------------------- refused operations (sysfs has none of these)
+    def create(self, path: str, mode: int, fi: Any = None) -> int:
+        raise fuse.FuseOSError(errno.EACCES)
+
+    def mkdir(self, path: str, mode: int) -> int:
+        raise fuse.FuseOSError(errno.EPERM)
+
+    def rmdir(self, path: str) -> int:
+        raise fuse.FuseOSError(errno.EPERM)
+
+    def unlink(self, path: str) -> int:
+        raise fuse.FuseOSError(errno.EPERM)
+
+    def rename(self, old: str, new: str) -> int:
+        raise fuse.FuseOSError(errno.EPERM)
+
+    def symlink(self, target: str, source: str) -> int:
+        raise fuse.FuseOSError(errno.EPERM)
+
+    def chmod(self, path: str, mode: int) -> int:
+        raise fuse.FuseOSError(errno.EPERM)
+
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        raise fuse.FuseOSError(errno.EPERM)
+
+    def utimens(self, path: str, times: Any = None) -> int:
+        return 0
+
+    def destroy(self, path: str) -> None:
+        """Release callers blocked in an injected hang so unmount does not wait for them."""
+        self.node.faults.clear()
+
+
+def serve(node: Node, mountpoint: str, foreground: bool = True) -> None:
+    """Mount and serve until unmounted (blocks)."""
+    fuse.FUSE(HwsimFS(node), mountpoint, foreground=foreground, allow_other=True, direct_io=True,
+              attr_timeout=0, entry_timeout=0, negative_timeout=0, fsname="hwsim", subtype="hwsim")

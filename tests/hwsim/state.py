@@ -1,0 +1,939 @@
+"""The simulated node: hardware built from a spec plus the kernel rules that govern it.
+
+Pure Python, no FUSE: every behaviour is unit-testable here, and the FUSE layer only forwards calls.
+Kernel sources each rule follows are named in the docstrings and in tests/hwsim/README.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import fmt
+from .faults import FaultTable
+from .models import CLASS_ETH, CLASS_IB, Model, driver_matches
+from .spec import DeviceSpec, FunctionSpec, Spec, function_bdfs
+from .vfs import Dir, File, Link, Tree
+
+MLX5 = "mlx5_core"
+
+
+@dataclass
+class PciDevice:
+    """One PCI function as the PCI core sees it."""
+
+    bdf: str
+    path: list[str]
+    model: Model
+    kind: str
+    klass: int
+    numa: int
+    device_id: int
+    driver: str | None = None
+    driver_override: str | None = None
+    pf: Pf | None = None
+    vf: Vf | None = None
+
+
+@dataclass
+class VfAdmin:
+    """What `ip link set <pf> vf N ...` stored for one VF (the PF driver's vfs_ctx cache)."""
+
+    node_guid: int = 0
+    port_guid: int = 0
+    link_state: str = "auto"
+    trust: bool = False
+    spoofchk: bool = False
+    vlan: int = 0
+    qos: int = 0
+    mac: bytes = bytes(6)
+
+
+@dataclass
+class Vf:
+    """A virtual function; `index` is N in virtfnN."""
+
+    pf: Pf
+    index: int
+    dev: PciDevice
+
+
+@dataclass
+class Pf:
+    """A NIC physical function = one port of a card."""
+
+    dev: PciDevice
+    card: Card
+    index: int
+    fspec: FunctionSpec
+    node_guid: int
+    mac: bytes
+    numvfs: int = 0
+    autoprobe: bool = True
+    vfs: list[Vf] = field(default_factory=list)
+    admin: dict[int, VfAdmin] = field(default_factory=dict)
+    generation: int = 0
+
+    @property
+    def link_layer(self) -> str:
+        """InfiniBand or Ethernet, from the firmware LINK_TYPE_P<n> currently active."""
+        return self.card.link_layer(self.index)
+
+    @property
+    def totalvfs(self) -> int:
+        """sriov_totalvfs: NUM_OF_VFS active in firmware; 0 means no SR-IOV capability at all."""
+        return self.card.totalvfs
+
+    def vf_bdf(self, index: int) -> str:
+        """VF address from the SR-IOV First VF Offset / VF Stride, counted in routing ids (may cross a bus)."""
+        domain, rid = fmt.bdf_rid(self.dev.bdf)
+        return fmt.rid_bdf(domain, rid + self.card.vf_offset(self.index) + index * self.card.spec.vf_stride)
+
+
+@dataclass
+class Card:
+    """A NIC card: its functions share firmware configuration (mlxconfig is per device)."""
+
+    spec: DeviceSpec
+    pfs: list[Pf] = field(default_factory=list)
+    fw_current: dict[str, Any] = field(default_factory=dict)
+    fw_next: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_mlx(self) -> bool:
+        """ConnectX cards have mlxconfig, RDMA devices and IB support."""
+        return self.spec.model.driver == MLX5
+
+    @property
+    def totalvfs(self) -> int:
+        """SR-IOV VFs the firmware exposes; an Intel card keeps its fixed capability."""
+        if not self.is_mlx:
+            return int(self.fw_current.get("NUM_OF_VFS", 0))
+        return int(self.fw_current["NUM_OF_VFS"]) if self.fw_current["SRIOV_EN"] else 0
+
+    def link_layer(self, index: int) -> str:
+        """Per-port link layer; Ethernet-only models have no LINK_TYPE parameter."""
+        value = self.fw_current.get(f"LINK_TYPE_P{index + 1}", "ETH")
+        return "InfiniBand" if value == "IB" else "Ethernet"
+
+    def vf_offset(self, index: int) -> int:
+        """Default offsets keep the VFs of all functions apart, as ConnectX firmware does."""
+        first = self.spec.vf_offset if self.spec.vf_offset is not None else len(self.pfs)
+        return first - index + index * self.spec_totalvfs()
+
+    def spec_totalvfs(self) -> int:
+        """NUM_OF_VFS as configured, used for the VF layout even while SR-IOV is off."""
+        return max(int(self.fw_current.get("NUM_OF_VFS", 0)), 1)
+
+
+@dataclass
+class NetDev:
+    """A network interface in init_net."""
+
+    name: str
+    dev: PciDevice | None
+    ifindex: int
+    kind: str
+    mtu: int
+    address: str
+    up: bool
+    dev_port: int = 0
+
+
+@dataclass
+class IbDev:
+    """An RDMA device (ib_device) registered by mlx5_ib."""
+
+    name: str
+    dev: PciDevice
+    index: int
+    node_guid: int
+    sys_image_guid: int
+    port_guid: int
+    link_layer: str
+    netdev: str | None
+    lid: int = 0
+    sm_lid: int = 0
+
+
+@dataclass
+class Module:
+    """A loaded kernel module."""
+
+    name: str
+    params: dict[str, str]
+
+
+class Node:
+    """A simulated node. All public methods are thread-safe; waits (delays, hangs) happen outside the lock."""
+
+    def __init__(self, spec: Spec, etc_dir: str | Path | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.spec = spec
+        self.etc_dir = Path(etc_dir) if etc_dir else None
+        self.clock = clock
+        self.sleep = sleep
+        self.lock = threading.RLock()
+        self.faults = FaultTable()
+        self.delays = dict(spec.delays)
+        self.devices: dict[str, PciDevice] = {}
+        self.cards: list[Card] = []
+        self.netdevs: dict[str, NetDev] = {}
+        self.ibdevs: dict[str, IbDev] = {}
+        self.modules: dict[str, Module] = {}
+        self.netns: list[str] = []
+        self.sysctl: dict[str, dict[str, int]] = {}
+        self.devconf_inherit_init_net = 0
+        self.netns_shared = True
+        self.cmdline = spec.cmdline
+        self.rdma_limits: dict[str, dict[str, str]] = {}
+        self.boot_log: list[str] = []
+        self.pending: list[tuple[float, Callable[[], None]]] = []
+        self._ifindex = 1
+        self._ibindex = 0
+        self._tree: Tree | None = None
+        self._build_hardware()
+        self.power_on()
+
+    # ------------------------------------------------------------------ hardware and power-on
+    def _build_hardware(self) -> None:
+        for host, chain, dspec in self.spec.all_devices():
+            base = ["devices", host.name] + [anc.bdf for anc in chain]
+            if dspec.kind != "nic":
+                self._add_device(dspec.bdf, base + [dspec.bdf], dspec.model, dspec.kind, dspec.model.klass, host.numa_node)
+                continue
+            card = Card(dspec)
+            self.cards.append(card)
+            base_guid = dspec.guid if dspec.guid is not None else _fallback_guid(dspec.bdf)
+            for idx, (bdf, fspec) in enumerate(zip(function_bdfs(dspec), dspec.functions)):
+                pci = self._add_device(bdf, base + [bdf], dspec.model, "nic", dspec.model.klass, host.numa_node)
+                guid = fspec.node_guid if fspec.node_guid is not None else base_guid + idx
+                raw = guid.to_bytes(8, "big")
+                mac = fspec.mac or raw[:3] + raw[5:]
+                pci.pf = Pf(pci, card, idx, fspec, guid, mac)
+                card.pfs.append(pci.pf)
+
+    def _add_device(self, bdf: str, path: list[str], model: Model, kind: str, klass: int, numa: int) -> PciDevice:
+        dev = PciDevice(bdf, path, model, kind, klass, numa, model.device)
+        self.devices[bdf] = dev
+        return dev
+
+    def power_on(self, cmdline: str | None = None) -> None:
+        """Power-on reset ("reboot"): hardware back to its spec state, persisted config applied, no VFs, zero GUIDs."""
+        with self.lock:
+            self.cmdline = cmdline if cmdline is not None else self.spec.cmdline
+            self.pending.clear()
+            self.netns.clear()
+            self.boot_log.clear()
+            self._power_on_cards()
+            for dev in list(self.devices.values()):
+                if dev.vf is not None:
+                    del self.devices[dev.bdf]
+                else:
+                    dev.driver = None
+                    dev.driver_override = None
+            self.netdevs.clear()
+            self.ibdevs.clear()
+            self._ifindex = 1
+            self._ibindex = 0
+            self.sysctl = {scope: dict(values) for scope, values in self.spec.sysctl.items() if scope in ("all", "default")}
+            self.devconf_inherit_init_net = self.spec.devconf_inherit_init_net
+            self._add_netdev("lo", None, "loopback", 65536, "00:00:00:00:00:00", True)
+            self.rdma_limits = {}
+            self.modules = {}
+            for name in self._boot_modules():
+                try:
+                    self._load(name, {})
+                except OSError as exc:
+                    self.boot_log.append(f"systemd-modules-load: Failed to insert module '{name}': {exc.strerror}")
+            self._bind_all()
+            self._sync()
+            for dev_name, limits in ((self.spec.rdma_cgroup or {}).get("max") or {}).items():
+                self.rdma_limits[dev_name] = {key: str(value) for key, value in limits.items()}
+            self._changed()
+
+    def _power_on_cards(self) -> None:
+        for card in self.cards:
+            spec = card.spec
+            defaults = self.fw_defaults(card)
+            if not card.fw_current:
+                card.fw_current = {**defaults, **spec.firmware}
+                card.fw_next = {**card.fw_current, **spec.firmware_next}
+            else:
+                card.fw_current = dict(card.fw_next)
+            for pf in card.pfs:
+                pf.numvfs = 0
+                pf.vfs = []
+                pf.admin = {}
+                pf.autoprobe = True
+                pf.generation += 1
+                pf.dev.klass = (CLASS_IB if pf.link_layer == "InfiniBand" else CLASS_ETH) if card.is_mlx else pf.dev.klass
+
+    def fw_defaults(self, card: Card) -> dict[str, Any]:
+        """mlxconfig 'Default' column: SR-IOV off; VPI ports default to InfiniBand."""
+        if not card.is_mlx:
+            return {"NUM_OF_VFS": card.spec.firmware.get("NUM_OF_VFS", 0)}
+        values: dict[str, Any] = {"SRIOV_EN": False, "NUM_OF_VFS": 0}
+        if card.spec.model.vpi:
+            for idx in range(len(card.pfs)):
+                values[f"LINK_TYPE_P{idx + 1}"] = "IB"
+        return values
+
+    def _boot_modules(self) -> list[str]:
+        """Spec modules, then systemd-modules-load: names from etc/modules-load.d/*.conf known to the catalogue."""
+        names = list(self.spec.modules_loaded)
+        for conf in self._etc_files("modules-load.d"):
+            for line in conf.read_text(encoding="utf-8").splitlines():
+                name = line.split("#", 1)[0].split(";", 1)[0].strip()
+                if not name:
+                    continue
+                if name.replace("-", "_") in self.spec.modules:
+                    names.append(name.replace("-", "_"))
+                else:
+                    self.boot_log.append(f"systemd-modules-load: Failed to find module '{name}'")
+        return names
+
+    def _etc_files(self, sub: str) -> list[Path]:
+        if self.etc_dir is None or not (self.etc_dir / sub).is_dir():
+            return []
+        return sorted(path for path in (self.etc_dir / sub).iterdir() if path.suffix == ".conf" and path.is_file())
+
+    def module_options(self, name: str) -> dict[str, str]:
+        """Options kmod passes: modprobe.d files in name order, then `name.param=` from /proc/cmdline (last wins).
+
+        kmod's kmod_config_new() parses the config files first and the kernel command line last, and
+        kmod_module_get_options() concatenates them in that order, so the kernel command line wins.
+        """
+        options: dict[str, str] = {}
+        for conf in self._etc_files("modprobe.d"):
+            for line in conf.read_text(encoding="utf-8").splitlines():
+                words = line.split("#", 1)[0].split()
+                if len(words) >= 3 and words[0] == "options" and words[1].replace("-", "_") == name:
+                    options.update(_kv(words[2:]))
+        for word in self.cmdline.split():
+            if word.startswith(name + ".") and "=" in word:
+                key, value = word[len(name) + 1:].split("=", 1)
+                options[key] = value
+        return options
+
+    # ------------------------------------------------------------------ time and change tracking
+    def advance(self) -> None:
+        """Apply delayed kernel work (VF probe) whose time has come; called at the start of every operation."""
+        with self.lock:
+            now = self.clock()
+            due = [item for item in self.pending if item[0] <= now]
+            if not due:
+                return
+            self.pending = [item for item in self.pending if item[0] > now]
+            for dummy_when, action in sorted(due, key=lambda item: item[0]):
+                action()
+            self._changed()
+
+    def _changed(self) -> None:
+        self._tree = None
+
+    def tree(self) -> Tree:
+        """The current sysfs/procfs tree (rebuilt lazily after structural changes)."""
+        with self.lock:
+            self.advance()
+            if self._tree is None:
+                from .build import build_tree  # pylint: disable=import-outside-toplevel  # build imports state
+                self._tree = build_tree(self)
+            return self._tree
+
+    # ------------------------------------------------------------------ file access (used by FUSE and tests)
+    def canonical(self, path: str) -> str:
+        """Path with every symlink resolved; unresolvable paths are returned unchanged."""
+        try:
+            return "/".join(self.tree().lookup(path)[0])
+        except OSError:
+            return path.strip("/")
+
+    def lookup(self, path: str, follow_last: bool = True) -> tuple[str, Any]:
+        """(canonical path, entry) of a path."""
+        parts, entry = self.tree().lookup(path, follow_last)
+        return "/".join(parts), entry
+
+    def read(self, path: str) -> str:
+        """Read an attribute the way open()+read() would (EACCES for write-only files, EISDIR for directories)."""
+        canon, entry = self.lookup(path)
+        self.faults.check("read", canon, self.canonical)
+        return self._read_entry(canon, entry)
+
+    def _read_entry(self, canon: str, entry: Any) -> str:
+        if isinstance(entry, Dir):
+            raise fmt.oserror(errno.EISDIR, canon)
+        if entry.read is None:
+            raise fmt.oserror(errno.EACCES, canon)
+        with self.lock:
+            self.advance()
+            return entry.read()
+
+    def check_writable(self, path: str) -> tuple[str, File]:
+        """What open(O_WRONLY) checks: kernfs_fop_open() gives EACCES when the attribute has no store method."""
+        canon, entry = self.lookup(path)
+        if isinstance(entry, Dir):
+            raise fmt.oserror(errno.EISDIR, canon)
+        if not isinstance(entry, File) or entry.write is None:
+            raise fmt.oserror(errno.EACCES, canon)
+        return canon, entry
+
+    def write(self, path: str, data: str | bytes) -> int:
+        """One write() syscall on an attribute; returns the byte count like the kernel store does."""
+        canon, entry = self.check_writable(path)
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        self.faults.check("write", canon, self.canonical)
+        assert entry.write is not None
+        entry.write(text)
+        return len(data)
+
+    def readdir(self, path: str) -> list[str]:
+        """Directory listing (ENOTDIR for files)."""
+        canon, entry = self.lookup(path)
+        if not isinstance(entry, Dir):
+            raise fmt.oserror(errno.ENOTDIR, canon)
+        self.faults.check("read", canon, self.canonical)
+        return sorted(entry.children)
+
+    def readlink(self, path: str) -> str:
+        """Symlink text (EINVAL for non-links, as readlink(2))."""
+        entry = self.lookup(path, follow_last=False)[1]
+        if not isinstance(entry, Link):
+            raise fmt.oserror(errno.EINVAL, path)
+        return entry.target
+
+    # ------------------------------------------------------------------ SR-IOV (drivers/pci/iov.c)
+    def pf_by_bdf(self, bdf: str) -> Pf:
+        """The PF at a PCI address (ENODEV if there is none)."""
+        dev = self.devices.get(bdf)
+        if dev is None or dev.pf is None:
+            raise fmt.oserror(errno.ENODEV, bdf)
+        return dev.pf
+
+    def store_sriov_numvfs(self, pf: Pf, text: str) -> None:
+        """sriov_numvfs_store(): EINVAL, ERANGE, same-value no-op, ENOENT without driver, 0 disables, EBUSY N->M."""
+        wanted = fmt.kstrtoul(text, 0xFFFF)
+        with self.lock:
+            self.advance()
+            if wanted > pf.totalvfs:
+                raise fmt.oserror(errno.ERANGE)
+            if wanted == pf.numvfs:
+                return
+            if pf.dev.driver is None:
+                raise fmt.oserror(errno.ENOENT)
+            if wanted == 0:
+                self._disable_vfs(pf)
+            elif pf.numvfs:
+                raise fmt.oserror(errno.EBUSY)
+            else:
+                self._enable_vfs(pf, wanted)
+            self._changed()
+        if wanted and self.delays["sriov_numvfs_write"] > 0:
+            self.sleep(self.delays["sriov_numvfs_write"])
+
+    def _enable_vfs(self, pf: Pf, count: int) -> None:
+        """pci_enable_sriov(): VF devices and virtfn/physfn links now; the VF driver probe after `vf_probe` s."""
+        pf.numvfs = count
+        pf.generation += 1
+        for idx in range(count):
+            bdf = pf.vf_bdf(idx)
+            dev = self._add_device(bdf, pf.dev.path[:-1] + [bdf], pf.dev.model, "vf", pf.dev.klass, pf.dev.numa)
+            dev.device_id = pf.dev.model.vf_device
+            dev.vf = Vf(pf, idx, dev)
+            pf.vfs.append(dev.vf)
+            pf.admin[idx] = VfAdmin(link_state="disable" if pf.link_layer == "InfiniBand" else "auto")
+        generation = pf.generation
+
+        def probe() -> None:
+            if pf.generation != generation:
+                return
+            for vf in pf.vfs:
+                driver = self._vf_driver(vf.dev)
+                if driver not in self.modules and driver in self.spec.modules:
+                    self._load(driver, {})  # udev loads the VF driver by modalias (iavf for Intel VFs)
+                if vf.dev.driver is None and self._can_probe(vf.dev) and self._driver_loaded(driver):
+                    self._attach(vf.dev, driver)
+            self._sync()
+
+        self.pending.append((self.clock() + self.delays["vf_probe"], probe))
+        if self.delays["vf_probe"] <= 0:
+            self.advance()
+
+    def _disable_vfs(self, pf: Pf) -> None:
+        """pci_disable_sriov(): VFs, their netdevs and RDMA devices go; the admin GUID cache goes with them."""
+        for vf in pf.vfs:
+            vf.dev.driver = None
+            del self.devices[vf.dev.bdf]
+        pf.vfs = []
+        pf.numvfs = 0
+        pf.admin = {}
+        pf.generation += 1
+        self._sync()
+
+    def store_autoprobe(self, pf: Pf, text: str) -> None:
+        """sriov_drivers_autoprobe_store(): kstrtobool."""
+        value = fmt.kstrtobool(text)
+        with self.lock:
+            pf.autoprobe = value
+
+    # ------------------------------------------------------------------ driver core (drivers/base/bus.c, dd.c)
+    def _vf_driver(self, dev: PciDevice) -> str:
+        return dev.model.vf_driver or dev.model.driver
+
+    def _can_probe(self, dev: PciDevice) -> bool:
+        """pci_device_can_probe(): a VF probes only with drivers_autoprobe on or a driver_override set."""
+        if dev.vf is None:
+            return True
+        return dev.vf.pf.autoprobe or bool(dev.driver_override)
+
+    def _driver_loaded(self, driver: str) -> bool:
+        return driver == "pcieport" or driver in self.modules
+
+    def store_bind(self, driver: str, text: str) -> None:
+        """bind_store(): ENODEV if no such device or no ID match or can't probe; EBUSY if already bound."""
+        bdf = text.strip()
+        if self.delays["bind"] > 0:
+            self.sleep(self.delays["bind"])
+        with self.lock:
+            self.advance()
+            dev = self.devices.get(bdf)
+            if dev is None or not driver_matches(driver, dev.model.vendor, dev.device_id):
+                raise fmt.oserror(errno.ENODEV)
+            if dev.driver_override and dev.driver_override != driver:
+                raise fmt.oserror(errno.ENODEV)
+            if dev.driver is not None:
+                raise fmt.oserror(errno.EBUSY)
+            if not self._can_probe(dev):
+                raise fmt.oserror(errno.ENODEV)
+            self._attach(dev, driver)
+            self._sync()
+            self._changed()
+
+    def store_unbind(self, driver: str, text: str) -> None:
+        """unbind_store(): ENODEV unless the device is bound to this very driver."""
+        with self.lock:
+            self.advance()
+            dev = self.devices.get(text.strip())
+            if dev is None or dev.driver != driver:
+                raise fmt.oserror(errno.ENODEV)
+            self._detach(dev)
+            self._sync()
+            self._changed()
+
+    def store_driver_override(self, dev: PciDevice, text: str) -> None:
+        """driver_override_store(): newline stripped, empty clears."""
+        with self.lock:
+            dev.driver_override = text.rstrip("\n") or None
+
+    def _attach(self, dev: PciDevice, driver: str) -> None:
+        dev.driver = driver
+
+    def _detach(self, dev: PciDevice) -> None:
+        """Driver remove; mlx5's remove_one() calls mlx5_sriov_disable(), so a PF takes its VFs with it."""
+        if dev.pf is not None and dev.pf.vfs:
+            self._disable_vfs(dev.pf)
+        dev.driver = None
+
+    def _bind_all(self) -> None:
+        """Driver registration probes every matching unbound device (bus order), honouring VF autoprobe."""
+        for dev in sorted(self.devices.values(), key=lambda d: fmt.bdf_rid(d.bdf)):
+            driver = self._vf_driver(dev) if dev.vf else dev.model.driver
+            if dev.driver is None and self._driver_loaded(driver) and self._can_probe(dev):
+                dev.driver = driver
+
+    # ------------------------------------------------------------------ netdevs and RDMA devices
+    def _sync(self) -> None:
+        """Create/remove netdevs and RDMA devices so they match bound drivers and loaded modules."""
+        want_net: dict[str, PciDevice] = {}
+        want_ib: list[PciDevice] = []
+        for dev in sorted(self.devices.values(), key=lambda d: (d.vf is not None, fmt.bdf_rid(d.bdf))):
+            if dev.driver is None or dev.kind in ("bridge", "gpu"):
+                continue
+            link = self._link_layer(dev)
+            is_mlx = dev.driver == MLX5
+            if is_mlx and "mlx5_ib" in self.modules:
+                want_ib.append(dev)
+            if link == "Ethernet" or ("ib_ipoib" in self.modules and "mlx5_ib" in self.modules):
+                want_net[dev.bdf] = dev
+        for name in [n for n, nd in self.netdevs.items() if nd.dev is not None and nd.dev.bdf not in want_net]:
+            del self.netdevs[name]
+        for name in [n for n, ib in self.ibdevs.items() if ib.dev not in want_ib]:
+            del self.ibdevs[name]
+        have_ib = {ib.dev.bdf for ib in self.ibdevs.values()}
+        for dev in want_ib:
+            if dev.bdf not in have_ib:
+                self._add_ibdev(dev)
+        have_net = {nd.dev.bdf for nd in self.netdevs.values() if nd.dev is not None}
+        for dev in want_net.values():
+            if dev.bdf not in have_net:
+                self._add_port_netdev(dev)
+        for ib in self.ibdevs.values():
+            ib.netdev = self._netdev_of(ib.dev) if ib.link_layer == "Ethernet" else None
+
+    def _link_layer(self, dev: PciDevice) -> str:
+        if dev.pf is not None:
+            return dev.pf.link_layer
+        if dev.vf is not None:
+            return dev.vf.pf.link_layer
+        return "Ethernet"
+
+    def _netdev_of(self, dev: PciDevice) -> str | None:
+        for netdev in self.netdevs.values():
+            if netdev.dev is dev:
+                return netdev.name
+        return None
+
+    def _add_netdev(self, name: str, dev: PciDevice | None, kind: str, mtu: int, address: str, up: bool) -> NetDev:
+        self._ifindex += 0 if name == "lo" else 1
+        netdev = NetDev(name, dev, 1 if name == "lo" else self._ifindex, kind, mtu, address, up)
+        self.netdevs[name] = netdev
+        self.sysctl[name] = dict(self.sysctl["default"])
+        self.sysctl[name].update(self.spec.sysctl.get(name, {}))
+        return netdev
+
+    def _add_port_netdev(self, dev: PciDevice) -> None:
+        link = self._link_layer(dev)
+        ib_kind = link == "InfiniBand"
+        if dev.pf is not None:
+            pf = dev.pf
+            name = pf.fspec.netdev if pf.fspec.netdev and self._named_for_link(pf) else _predictable_name(pf, ib_kind)
+            mtu = pf.fspec.mtu or (4092 if ib_kind else 1500)
+            up = pf.fspec.port_state == "ACTIVE"
+            guid = pf.node_guid
+            mac = pf.mac
+        else:
+            assert dev.vf is not None
+            pf = dev.vf.pf
+            base = self._netdev_of(pf.dev) or _predictable_name(pf, ib_kind)
+            name = f"{base}v{dev.vf.index}"
+            mtu = 4092 if ib_kind else 1500
+            up = False
+            ibdev = next((ib for ib in self.ibdevs.values() if ib.dev is dev), None)
+            guid = ibdev.port_guid if ibdev else 0
+            mac = pf.admin[dev.vf.index].mac if any(pf.admin[dev.vf.index].mac) else _vf_mac(pf, dev.vf.index)
+        address = fmt.ipoib_address(0x1000 + 0x48 * self._ifindex, guid) if ib_kind else fmt.mac_colons(mac)
+        netdev = self._add_netdev(name, dev, "infiniband" if ib_kind else "ether", mtu, address, up)
+        netdev.dev_port = 0
+
+    def _named_for_link(self, pf: Pf) -> bool:
+        """A spec netdev name is for the spec's link type; after a LINK_TYPE change the predictable name applies."""
+        name = pf.fspec.netdev or ""
+        return name.startswith("ib") == (pf.link_layer == "InfiniBand")
+
+    def _add_ibdev(self, dev: PciDevice) -> None:
+        reserved = {pf.fspec.rdma for card in self.cards for pf in card.pfs if pf.fspec.rdma}
+        if dev.pf is not None and dev.pf.fspec.rdma and dev.pf.fspec.rdma not in self.ibdevs:
+            name = dev.pf.fspec.rdma
+        else:
+            idx = 0
+            while f"mlx5_{idx}" in self.ibdevs or f"mlx5_{idx}" in reserved:
+                idx += 1
+            name = f"mlx5_{idx}"
+        if dev.pf is not None:
+            pf = dev.pf
+            node_guid = port_guid = pf.node_guid
+            sys_guid = pf.card.pfs[0].node_guid
+            lid, sm_lid = pf.fspec.lid, pf.fspec.sm_lid
+        else:
+            assert dev.vf is not None
+            admin = dev.vf.pf.admin[dev.vf.index]
+            node_guid, port_guid = admin.node_guid, admin.port_guid
+            sys_guid = dev.vf.pf.card.pfs[0].node_guid
+            lid, sm_lid = 0, dev.vf.pf.fspec.sm_lid
+        self.ibdevs[name] = IbDev(name, dev, self._ibindex, node_guid, sys_guid, port_guid, self._link_layer(dev), None,
+                                  lid, sm_lid)
+        self._ibindex += 1
+
+    def port_state(self, ib: IbDev) -> str:
+        """Logical port state: a PF follows its spec; a VF is ACTIVE only with a non-zero GUID and policy auto/enable.
+
+        [inference] from ib-sriov-cni and the community procedure in domain-facts.md §3: zero-GUID or policy-Down VFs
+        do not come up in the fabric.
+        """
+        dev = ib.dev
+        if dev.pf is not None:
+            return dev.pf.fspec.port_state
+        assert dev.vf is not None
+        pf_state = dev.vf.pf.fspec.port_state
+        if ib.link_layer == "Ethernet":
+            return pf_state
+        admin = dev.vf.pf.admin[dev.vf.index]
+        if admin.link_state == "disable" or ib.port_guid == 0:
+            return "DOWN"
+        return pf_state
+
+    def port_rate(self, ib: IbDev) -> str:
+        """Port rate text as sysfs prints it."""
+        pf = ib.dev.pf or (ib.dev.vf.pf if ib.dev.vf else None)
+        if pf is not None and pf.fspec.rate:
+            return pf.fspec.rate
+        return ib.dev.model.rates.get(ib.link_layer, "10 Gb/sec (4X SDR)")
+
+    # ------------------------------------------------------------------ netlink-side operations (shims)
+    def netdev(self, name: str) -> NetDev:
+        """A netdev by name (ENODEV, as rtnetlink answers for an unknown device)."""
+        self.advance()
+        netdev = self.netdevs.get(name)
+        if netdev is None:
+            raise fmt.oserror(errno.ENODEV, name)
+        return netdev
+
+    def set_vf(self, ifname: str, vf_index: int, **attrs: Any) -> None:
+        """`ip link set <pf> vf N ...`: stores the VF admin state in the PF driver's cache.
+
+        GUIDs only exist on IPoIB PFs (ipoib has ndo_set_vf_guid; mlx5e does not -> EOPNOTSUPP); mac/vlan/trust/
+        spoofchk only on Ethernet PFs (ipoib lacks those ndo ops). A VF index past num_vfs is EINVAL (rtnetlink).
+        GUID changes reach the VF only when its driver re-probes (unbind/bind), as on mlx5.
+        """
+        with self.lock:
+            netdev = self.netdev(ifname)
+            pf = netdev.dev.pf if netdev.dev is not None else None
+            if pf is None:
+                raise fmt.oserror(errno.EOPNOTSUPP, ifname)
+            if vf_index < 0 or vf_index >= pf.numvfs:
+                raise fmt.oserror(errno.EINVAL, ifname)
+            admin = pf.admin[vf_index]
+            ib_only = {"node_guid", "port_guid"}
+            eth_only = {"mac", "vlan", "qos", "trust", "spoofchk"}
+            for key, value in attrs.items():
+                if (key in ib_only and pf.link_layer != "InfiniBand") or (key in eth_only and pf.link_layer == "InfiniBand"):
+                    raise fmt.oserror(errno.EOPNOTSUPP, ifname)
+                if key in ("node_guid", "port_guid"):
+                    setattr(admin, key, fmt.parse_guid(value) if isinstance(value, str) else int(value))
+                elif key == "state":
+                    admin.link_state = value
+                elif key == "mac":
+                    admin.mac = bytes(int(octet, 16) for octet in value.split(":"))
+                elif key in ("trust", "spoofchk"):
+                    setattr(admin, key, bool(value))
+                elif key in ("vlan", "qos"):
+                    setattr(admin, key, int(value))
+                else:
+                    raise fmt.oserror(errno.EINVAL, key)
+
+    def set_link(self, ifname: str, mtu: int | None = None, up: bool | None = None) -> None:
+        """`ip link set dev X mtu N | up | down` on a simulated netdev; MTU range as the drivers enforce it."""
+        with self.lock:
+            netdev = self.netdev(ifname)
+            if mtu is not None:
+                limit = 4092 if netdev.kind == "infiniband" else 9978
+                if mtu < 68 or mtu > limit:
+                    raise fmt.oserror(errno.EINVAL, ifname)
+                netdev.mtu = mtu
+            if up is not None:
+                netdev.up = up
+
+    def store_mtu(self, netdev: NetDev, text: str) -> None:
+        """net/<if>/mtu store: kstrtoul then dev_set_mtu() range checks."""
+        self.set_link(netdev.name, mtu=fmt.kstrtoul(text, 0xFFFFFFFF))
+
+    def set_netns_mode(self, shared: bool) -> None:
+        """RDMA_NLDEV_CMD_SYS_SET -> rdma_compatdev_set(): same mode no-op, EBUSY if any non-init netns exists."""
+        with self.lock:
+            if "ib_core" not in self.modules:
+                raise fmt.oserror(errno.EPROTONOSUPPORT)
+            if shared == self.netns_shared:
+                return
+            if self.netns:
+                raise fmt.oserror(errno.EBUSY)
+            self.netns_shared = shared
+            self.modules["ib_core"].params["netns_mode"] = "Y" if shared else "N"
+
+    def netns_add(self, name: str) -> None:
+        """A non-init network namespace now exists (a pod sandbox, `ip netns add`)."""
+        with self.lock:
+            if name in self.netns:
+                raise fmt.oserror(errno.EEXIST, name)
+            self.netns.append(name)
+
+    def netns_del(self, name: str) -> None:
+        """The namespace is gone."""
+        with self.lock:
+            if name not in self.netns:
+                raise fmt.oserror(errno.ENOENT, name)
+            self.netns.remove(name)
+
+    # ------------------------------------------------------------------ modules (kmod semantics)
+    def modprobe(self, name: str, params: dict[str, str] | None = None) -> list[str]:
+        """Load a module and its dependencies; returns the names actually inserted. ENOENT if unknown."""
+        name = name.replace("-", "_")
+        with self.lock:
+            self.advance()
+            if name not in self.spec.modules:
+                raise fmt.oserror(errno.ENOENT, name)
+            inserted = self._load(name, params or {})
+            self._bind_all()
+            self._sync()
+            self._changed()
+            return inserted
+
+    def _load(self, name: str, params: dict[str, str]) -> list[str]:
+        if name in self.modules:
+            return []
+        mod = self.spec.modules[name]
+        inserted: list[str] = []
+        for dep in mod.depends:
+            if dep in self.spec.modules:
+                inserted += self._load(dep, {})
+        if mod.load_error:
+            raise fmt.oserror(_errno_of(mod.load_error), name)
+        values = dict(mod.params)
+        values.update(self.module_options(name))
+        values.update(params)
+        if name == "ib_core":
+            values["netns_mode"] = "Y" if values.get("netns_mode", "Y") in ("1", "Y", "y", "true") else "N"
+            self.netns_shared = values["netns_mode"] == "Y"
+        self.modules[name] = Module(name, values)
+        return inserted + [name]
+
+    def holders(self, name: str) -> list[str]:
+        """Loaded modules that depend on `name` (the /proc/modules 'used by' column)."""
+        return [other for other in self.modules if name in self.spec.modules[other].depends]
+
+    def rmmod(self, name: str) -> list[str]:
+        """`modprobe -r`: remove the module, then its dependencies that nothing else uses. EBUSY if in use."""
+        name = name.replace("-", "_")
+        with self.lock:
+            self.advance()
+            if name not in self.modules:
+                raise fmt.oserror(errno.ENOENT, name)
+            if self.holders(name):
+                raise fmt.oserror(errno.EBUSY, name)
+            removed = self._unload_with_unused_deps(name)
+            self._sync()
+            self._changed()
+            return removed
+
+    def _unload_with_unused_deps(self, name: str) -> list[str]:
+        """kmod's modprobe -r also removes dependencies left unused, recursively."""
+        removed = self._unload(name)
+        for dep in self.spec.modules[name].depends:
+            if dep in self.modules and not self.holders(dep):
+                removed += self._unload_with_unused_deps(dep)
+        return removed
+
+    def _unload(self, name: str) -> list[str]:
+        for dev in self.devices.values():
+            if dev.driver == name:
+                self._detach(dev)
+        del self.modules[name]
+        return [name]
+
+    # ------------------------------------------------------------------ firmware (mstconfig)
+    def card_by_bdf(self, bdf: str) -> Card:
+        """The NIC card one of whose functions is at `bdf`."""
+        dev = self.devices.get(bdf) or self.devices.get(f"0000:{bdf}")
+        if dev is None or dev.pf is None or not dev.pf.card.is_mlx:
+            raise fmt.oserror(errno.ENODEV, bdf)
+        return dev.pf.card
+
+    def fw_set(self, bdf: str, values: dict[str, str], apply: bool = True) -> dict[str, tuple[Any, Any]]:
+        """Stage firmware parameters in 'Next'; returns {param: (old next, new next)}. EINVAL on bad names/values.
+
+        With apply=False only validates, which is what mstconfig does before asking for confirmation.
+        """
+        with self.lock:
+            card = self.card_by_bdf(bdf)
+            changes: dict[str, tuple[Any, Any]] = {}
+            for key, raw in values.items():
+                if key not in card.fw_next:
+                    raise fmt.oserror(errno.EINVAL, key)
+                new = _fw_value(key, raw)
+                changes[key] = (card.fw_next[key], new)
+            for key, (dummy_old, new) in changes.items():
+                if apply:
+                    card.fw_next[key] = new
+            return changes
+
+    # ------------------------------------------------------------------ rdma cgroup
+    def store_rdma_max(self, text: str) -> None:
+        """rdmacg_resource_set_max(): '<dev> hca_handle=N|max hca_object=N|max'; ENODEV unknown device, EINVAL syntax."""
+        words = text.split()
+        if not words:
+            raise fmt.oserror(errno.EINVAL)
+        with self.lock:
+            if words[0] not in self.ibdevs:
+                raise fmt.oserror(errno.ENODEV)
+            limits = dict(self.rdma_limits.get(words[0], {}))
+            for word in words[1:]:
+                key, dummy_sep, value = word.partition("=")
+                if key not in ("hca_handle", "hca_object") or not re.fullmatch(r"max|\d+", value):
+                    raise fmt.oserror(errno.EINVAL)
+                limits[key] = value
+            self.rdma_limits[words[0]] = limits
+
+    # ------------------------------------------------------------------ sysctl
+    def store_sysctl(self, scope: str, key: str, text: str) -> None:
+        """proc_dointvec store for net.ipv4.conf.<scope>.<key> (no propagation from all/default)."""
+        value = fmt.parse_proc_int(text)
+        with self.lock:
+            self.sysctl[scope][key] = value
+
+    def store_inherit(self, text: str) -> None:
+        """net.core.devconf_inherit_init_net: proc_dointvec_minmax 0..3."""
+        value = fmt.parse_proc_int(text)
+        if not 0 <= value <= 3:
+            raise fmt.oserror(errno.EINVAL)
+        with self.lock:
+            self.devconf_inherit_init_net = value
+
+
+def _kv(words: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for word in words:
+        key, dummy_sep, value = word.partition("=")
+        out[key] = value
+    return out
+
+
+def _errno_of(name: str) -> int:
+    code = getattr(errno, name.upper(), None)
+    return code if isinstance(code, int) else errno.EINVAL
+
+
+def _fw_value(key: str, raw: str) -> Any:
+    """Parse an mstconfig value the way mstconfig accepts it (names or numbers)."""
+    text = str(raw).strip()
+    upper = text.upper()
+    if key == "SRIOV_EN":
+        if upper in ("TRUE", "1", "TRUE(1)"):
+            return True
+        if upper in ("FALSE", "0", "FALSE(0)"):
+            return False
+    elif key == "NUM_OF_VFS":
+        if text.isdigit() and int(text) <= 127:
+            return int(text)
+    elif key.startswith("LINK_TYPE_P"):
+        if upper in ("IB", "1", "IB(1)"):
+            return "IB"
+        if upper in ("ETH", "2", "ETH(2)"):
+            return "ETH"
+    raise fmt.oserror(errno.EINVAL, f"{key}={raw}")
+
+
+def _predictable_name(pf: Pf, ib_kind: bool) -> str:
+    """systemd path naming: [en|ib][P<domain>]p<bus>s<slot>[f<fn>][np<port>] (fn only on multi-function cards)."""
+    domain, bus, slot, func = fmt.parse_bdf(pf.dev.bdf)
+    prefix = "ib" if ib_kind else "en"
+    name = f"{prefix}{f'P{domain}' if domain else ''}p{bus}s{slot}"
+    if len(pf.card.pfs) > 1:
+        name += f"f{func}"
+    if not ib_kind:
+        name += f"np{pf.index}"
+    return name
+
+
+def _vf_mac(pf: Pf, index: int) -> bytes:
+    """A stable locally administered MAC for a VF netdev (the real driver picks a random one)."""
+    return bytes([0x02, pf.mac[1], pf.mac[2], pf.mac[5], (index >> 8) & 0xFF, index & 0xFF])
+
+
+def _fallback_guid(bdf: str) -> int:
+    """A stable non-zero GUID for cards whose spec gives none: NVIDIA OUI b8:3f:d2 plus the PCI address."""
+    domain, rid = fmt.bdf_rid(bdf)
+    return (0xB83FD203 << 32) | (domain << 16) | rid
