@@ -50,24 +50,41 @@ def kernel_args(cmdline):
     return args[:args.index("--")] if "--" in args else args
 
 
+def _next_arg(arg):
+    """``(name, value)`` of one argument with the kernel's quote handling (``next_arg()``); value None for a flag.
+
+    A leading quote on the whole argument and a quote opening the value are dropped, each with the argument's
+    closing quote; quotes elsewhere stay, as the kernel leaves them.
+    """
+    quoted = arg.startswith('"')
+    text = arg[1:] if quoted else arg
+    closing = len(text) > 0 and text.endswith('"')
+    if "=" not in text:
+        return (text[:-1] if quoted and closing else text), None
+    name, value = text.split("=", 1)
+    if value.startswith('"'):
+        value = value[1:]
+        if value.endswith('"'):
+            value = value[:-1]
+    elif quoted and closing:
+        value = value[:-1]
+    return name, value
+
+
 def key_of(arg):
     """The parameter name of an argument, quotes removed, ``-`` folded to ``_`` as the kernel compares names."""
-    text = arg[1:] if arg.startswith('"') else arg
-    name = text.split("=", 1)[0].rstrip('"')
-    return name.replace("-", "_")
+    return _next_arg(arg)[0].replace("-", "_")
 
 
 def value_of(arg):
     """The value of an argument with the kernel's quote handling, or None for a bare flag."""
-    text = arg[1:] if arg.startswith('"') else arg
-    if "=" not in text:
-        return None
-    value = text.split("=", 1)[1]
-    if value.startswith('"'):
-        value = value[1:]
-    if value.endswith('"'):
-        value = value[:-1]
-    return value
+    return _next_arg(arg)[1]
+
+
+def unquoted(arg):
+    """The argument as the kernel hands it on: ``name`` or ``name=value`` without the quoting."""
+    name, value = _next_arg(arg)
+    return name if value is None else "%s=%s" % (name, value)
 
 
 def same_arg(left, right):
@@ -76,22 +93,36 @@ def same_arg(left, right):
 
 
 def parse(cmdline):
-    """``{raw, args, params}`` of a command line; ``params`` maps each name to its value (True for a bare flag),
-    a list when the name repeats.  ``args`` lists the kernel's arguments as written."""
+    """``{raw, args, params}`` of a command line, as facts report it.
+
+    ``args`` are all arguments as the kernel hands them on (quotes removed), including a bare ``--`` and the init
+    arguments after it; ``params`` maps each kernel parameter name (as written) to its value (True for a flag),
+    a list when the name repeats, and stops at ``--``.
+    """
     raw = (cmdline or "").strip()
-    args = kernel_args(raw)
+    tokens = split_raw(raw)
     params = {}
-    for arg in args:
-        key = key_of(arg)
-        value = value_of(arg)
+    for token in kernel_args(raw):
+        name, value = _next_arg(token)
         value = True if value is None else value
-        if key not in params:
-            params[key] = value
-        elif isinstance(params[key], list):
-            params[key].append(value)
+        if name not in params:
+            params[name] = value
+        elif isinstance(params[name], list):
+            params[name].append(value)
         else:
-            params[key] = [params[key], value]
-    return {"raw": raw, "args": args, "params": params}
+            params[name] = [params[name], value]
+    return {"raw": raw, "args": [unquoted(token) for token in tokens], "params": params}
+
+
+def last_value(cmdline, name):
+    """The value the kernel ends up with for parameter ``name`` (compared with ``-``/``_`` folded): the last one,
+    True for a bare flag, None when absent."""
+    found = None
+    for token in kernel_args(cmdline or ""):
+        if key_of(token) == name.replace("-", "_"):
+            value = value_of(token)
+            found = True if value is None else value
+    return found
 
 
 def validate_arg(arg, option="present"):

@@ -137,7 +137,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe, _netns
-from ansible_collections.rdma.k8s_node.plugins.module_utils._cmdline import parse as parse_cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils._cmdline import last_value
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, InputError, RdmaNodeError, VerifyError,
 )
@@ -216,8 +216,8 @@ def run_module(module):
     result = Result()
 
     loaded, live = read_live(host)
-    cmdline_value = parse_cmdline(host.read_attr("/proc/cmdline", default=""))["params"].get("ib_core.netns_mode")
-    cmdline_mode = _netns.mode_of(cmdline_value[-1] if isinstance(cmdline_value, list) else cmdline_value)
+    cmdline_value = last_value(host.read_attr("/proc/cmdline", default=""), "ib_core.netns_mode")
+    cmdline_mode = _netns.mode_of(cmdline_value)
 
     plan = plan_file(observe_file(host, conf), _netns.render_conf(mode), 0o644)
     value, winner = _modprobe.effective_option(modprobe_files(host, conf, plan.content), "ib_core", "netns_mode")

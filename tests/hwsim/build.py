@@ -270,7 +270,14 @@ def _cgroup(tree: Tree, node: Node) -> None:
     rdma = node.spec.rdma_cgroup
     if not rdma:
         return
-    base = f"sys/fs/cgroup/{str(rdma['path']).strip('/')}"
+    parts = str(rdma["path"]).strip("/").split("/")
+    # The kernel creates rdma.max only in children of a cgroup whose cgroup.subtree_control enables "rdma":
+    # every ancestor of the configured cgroup delegates the controller, as systemd and the kubelet set it up.
+    for depth in range(len(parts)):
+        parent = "/".join(["sys/fs/cgroup"] + parts[:depth])
+        tree.add_value(f"{parent}/cgroup.subtree_control", "cpuset cpu io memory pids rdma")
+        tree.add_value(f"{parent}/{parts[depth]}/cgroup.controllers", "cpuset cpu io memory pids rdma")
+    base = "/".join(["sys/fs/cgroup"] + parts)
     tree.add_file(f"{base}/rdma.max", lambda: _rdma_lines(node, True), node.store_rdma_max)
     tree.add_file(f"{base}/rdma.current", lambda: _rdma_lines(node, False))
 

@@ -19,7 +19,8 @@ def test_split_raw(raw, args):
 
 def test_init_arguments_are_not_kernel_arguments():
     assert cl.kernel_args("root=/dev/sda1 ro -- iommu=pt") == ["root=/dev/sda1", "ro"]
-    assert "iommu" not in cl.parse("root=/dev/sda1 ro -- iommu=pt")["params"]
+    parsed = cl.parse("root=/dev/sda1 ro -- iommu=pt")
+    assert "iommu" not in parsed["params"] and parsed["args"][-2:] == ["--", "iommu=pt"]
 
 
 @pytest.mark.parametrize("arg, key, value", [
@@ -27,6 +28,8 @@ def test_init_arguments_are_not_kernel_arguments():
     ("quiet", "quiet", None),
     ('dyndbg="file x.c +p"', "dyndbg", "file x.c +p"),
     ('"foo=a b"', "foo", "a b"),
+    ('"flag"', "flag", None),
+    ('a=b"', "a", 'b"'),
     ("ib-core.netns-mode=0", "ib_core.netns_mode", "0"),
     ("rd.driver.blacklist=nouveau", "rd.driver.blacklist", "nouveau"),
     ("a=b=c", "a", "b=c"),
@@ -43,9 +46,35 @@ def test_whole_token_comparison():
 
 
 def test_parse_repeated_and_flags():
-    parsed = cl.parse("BOOT_IMAGE=/vmlinuz console=tty0 console=ttyS0,115200 quiet\n")
-    assert parsed["params"] == {"BOOT_IMAGE": "/vmlinuz", "console": ["tty0", "ttyS0,115200"], "quiet": True}
+    parsed = cl.parse("BOOT_IMAGE=/vmlinuz console=tty0 console=ttyS0,115200 ib-core.netns_mode=0 quiet\n")
+    assert parsed["params"] == {"BOOT_IMAGE": "/vmlinuz", "console": ["tty0", "ttyS0,115200"],
+                                "ib-core.netns_mode": "0", "quiet": True}
     assert parsed["raw"].endswith("quiet")
+
+
+@pytest.mark.parametrize("raw, args, params", [
+    ("", [], {}),
+    ("ro\n", ["ro"], {"ro": True}),
+    ('a="b c" d= e=f=g', ["a=b c", "d=", "e=f=g"], {"a": "b c", "d": "", "e": "f=g"}),
+    ("x=1 x=2 x=3", ["x=1", "x=2", "x=3"], {"x": ["1", "2", "3"]}),
+    ("  spaced   out  ", ["spaced", "out"], {"spaced": True, "out": True}),
+    ('"unterminated quote', ["unterminated quote"], {"unterminated quote": True}),
+    ('""', [""], {"": True}),
+])
+def test_parse_cmdline(raw, args, params):
+    parsed = cl.parse(raw)
+    assert parsed == {"raw": raw.strip(), "args": args, "params": params}
+
+
+@pytest.mark.parametrize("raw, value", [
+    ("ro ib_core.netns_mode=1", "1"),
+    ("ib-core.netns-mode=1 ib_core.netns_mode=0", "0"),
+    ("ro", None),
+    ("ro -- ib_core.netns_mode=0", None),
+    ("ib_core.netns_mode", True),
+])
+def test_last_value(raw, value):
+    assert cl.last_value(raw, "ib_core.netns_mode") == value
 
 
 @pytest.mark.parametrize("current, present, absent, expected", [

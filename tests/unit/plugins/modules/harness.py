@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible.module_utils import basic
+from ansible.module_utils import _internal, basic
 from ansible.module_utils.common import warnings
 from ansible.module_utils.testing import patch_module_args
 
@@ -33,6 +33,9 @@ def _fail_json(self, **kwargs):  # pylint: disable=unused-argument
 
 def run_module(monkeypatch, main, args, check=False, diff=False, expect=ModuleExit):
     """Call ``main()`` with ``args`` (plus check/diff flags) and return the exit or fail payload."""
+    # a module runs on the node: once controller code is imported in this process (filter plugin tests),
+    # ansible would route warnings to the controller's display instead of the module result
+    monkeypatch.setattr(_internal, "is_controller", False)
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
     warnings._global_warnings.clear()  # pylint: disable=protected-access

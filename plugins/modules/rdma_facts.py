@@ -1,0 +1,324 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+DOCUMENTATION = r"""
+---
+module: rdma_facts
+short_description: Gather RDMA, SR-IOV, GPU and GPU-NIC topology facts of a node
+version_added: 0.1.0
+description:
+  - Reads sysfs and procfs (nothing else, no commands) and returns C(ansible_facts.rdma).
+  - "RDMA devices with their PCI function, NUMA node, driver, netdevs, ports, node GUID, SR-IOV counts and VFs
+    (with the VF GUIDs when the VF has its own RDMA device)."
+  - "NVIDIA GPUs and the GPU to RDMA device distance classes of C(nvidia-smi topo -m) (PIX, PXB, PHB, NODE, SYS),
+    computed from the sysfs PCI hierarchy and the NUMA nodes."
+  - "The RDMA network namespace mode, the kernel command line, loaded modules, ARP and reverse-path sysctls and MTU
+    of the RDMA netdevs, and the RDMA cgroup limits."
+  - Files that exist but cannot be read or parsed are listed in RV(ansible_facts.rdma.problems) and their values are
+    V(null), so an audit can report them as unknown.
+  - A NUMA node that the kernel reports as V(-1), or that is missing, is V(null), never node 0.
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+extends_documentation_fragment:
+  - rdma.k8s_node.attributes
+  - rdma.k8s_node.attributes.facts
+  - rdma.k8s_node.attributes.info_module
+  - rdma.k8s_node.host_root
+notes:
+  - Runs on the node's own Python with the standard library only.
+  - VF GUIDs are read from the VF's own RDMA device; a VF that is not bound to an RDMA driver has V(null) GUIDs.
+    An all-zero GUID is returned as V(0000:0000:0000:0000), not hidden.
+seealso:
+  - name: nvidia-smi topo legend
+    description: The meaning of PIX, PXB, PHB, NODE and SYS.
+    link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+"""
+
+EXAMPLES = r"""
+- name: Gather RDMA facts
+  rdma.k8s_node.rdma_facts:
+
+- name: Gather RDMA facts of the host from a privileged pod that mounts it at /host
+  rdma.k8s_node.rdma_facts:
+    host_root: /host
+
+- name: Show the GPU to NIC matrix
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.rdma | rdma.k8s_node.rdma_topo_matrix }}"
+
+- name: Fail when a GPU has no NIC behind the same PCIe switch
+  ansible.builtin.assert:
+    that:
+      - ansible_facts.rdma.gpu_nic_affinity[item] | dict2items | selectattr('value', 'equalto', 'PIX') | list | length > 0
+  loop: "{{ ansible_facts.rdma.gpu_nic_affinity | list }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: always
+  type: dict
+  contains:
+    rdma:
+      description: RDMA facts of the node.
+      returned: always
+      type: dict
+      contains:
+        devices:
+          description: RDMA devices from C(/sys/class/infiniband), in natural name order.
+          returned: always
+          type: list
+          elements: dict
+          contains:
+            name:
+              description: RDMA device name.
+              type: str
+              returned: always
+              sample: mlx5_0
+            pci_address:
+              description: PCI function of the device; V(null) for devices that are not on PCI (rxe, siw, scif).
+              type: str
+              returned: always
+              sample: "0000:1a:00.0"
+            numa_node:
+              description: NUMA node of the PCI function; V(null) when the kernel reports V(-1) or nothing.
+              type: int
+              returned: always
+              sample: 0
+            driver:
+              description: PCI driver bound to the function.
+              type: str
+              returned: always
+              sample: mlx5_core
+            netdevs:
+              description: Network interfaces of the PCI function.
+              type: list
+              elements: str
+              returned: always
+              sample: [ibp26s0]
+            ports:
+              description: Ports of the device.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                port:
+                  description: Port number.
+                  type: int
+                  returned: always
+                  sample: 1
+                link_layer:
+                  description: V(InfiniBand) or V(Ethernet).
+                  type: str
+                  returned: always
+                  sample: InfiniBand
+                state:
+                  description: Logical port state without its number prefix.
+                  type: str
+                  returned: always
+                  sample: ACTIVE
+                phys_state:
+                  description: Physical port state without its number prefix.
+                  type: str
+                  returned: always
+                  sample: LinkUp
+                rate:
+                  description: Port rate as the kernel prints it.
+                  type: str
+                  returned: always
+                  sample: 400 Gb/sec (4X NDR)
+                port_guid:
+                  description: Interface-id half of GID 0 on InfiniBand ports; V(null) on Ethernet ports.
+                  type: str
+                  returned: always
+                  sample: "0002:c903:00f9:bfa1"
+            node_guid:
+              description: Node GUID as in sysfs; an all-zero GUID is returned as it is.
+              type: str
+              returned: always
+              sample: "0002:c903:00f9:bfa0"
+            fw_ver:
+              description: Firmware version.
+              type: str
+              returned: always
+              sample: 28.41.1000
+            board_id:
+              description: Board (PSID) identifier.
+              type: str
+              returned: always
+              sample: MT_0000000838
+            is_vf:
+              description: Whether the PCI function is an SR-IOV virtual function (it has a C(physfn) link).
+              type: bool
+              returned: always
+              sample: false
+            pf:
+              description: PCI address of the physical function of a VF, else V(null).
+              type: str
+              returned: always
+              sample: null
+            sriov:
+              description: SR-IOV counts of a PF, V(null) when the function has no C(sriov_totalvfs).
+              type: dict
+              returned: always
+              sample: {"totalvfs": 16, "numvfs": 8}
+            vfs:
+              description: VFs of a PF from its C(virtfnN) links, by index.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                index:
+                  description: VF index N of C(virtfnN).
+                  type: int
+                  returned: always
+                  sample: 0
+                pci_address:
+                  description: PCI address of the VF.
+                  type: str
+                  returned: always
+                  sample: "0000:1a:00.1"
+                driver:
+                  description: Driver bound to the VF, V(null) when unbound.
+                  type: str
+                  returned: always
+                  sample: mlx5_core
+                name:
+                  description: RDMA device of the VF, V(null) when the VF has none.
+                  type: str
+                  returned: always
+                  sample: mlx5_12
+                node_guid:
+                  description: Node GUID of the VF's RDMA device, V(null) when it has none.
+                  type: str
+                  returned: always
+                  sample: "0000:0000:0000:0000"
+                port_guid:
+                  description: Port GUID (from GID 0 of port 1) of the VF's RDMA device on InfiniBand, else V(null).
+                  type: str
+                  returned: always
+                  sample: "0000:0000:0000:0000"
+        gpus:
+          description: NVIDIA (vendor 0x10de) VGA and 3D controllers (PCI class 0x0300xx and 0x0302xx).
+          returned: always
+          type: list
+          elements: dict
+          contains:
+            pci_address:
+              description: PCI address.
+              type: str
+              returned: always
+              sample: "0000:1b:00.0"
+            numa_node:
+              description: NUMA node, V(null) when unknown.
+              type: int
+              returned: always
+              sample: 0
+            vendor:
+              description: PCI vendor ID.
+              type: str
+              returned: always
+              sample: "0x10de"
+            device:
+              description: PCI device ID.
+              type: str
+              returned: always
+              sample: "0x2330"
+            class:
+              description: PCI class code.
+              type: str
+              returned: always
+              sample: "0x030200"
+            driver:
+              description: Bound driver (V(nvidia), V(vfio-pci)), V(null) when unbound.
+              type: str
+              returned: always
+              sample: nvidia
+            local_cpulist:
+              description: CPUs local to the GPU (from C(local_cpulist), or converted from C(local_cpus)).
+              type: str
+              returned: always
+              sample: 0-55,112-167
+        gpu_nic_affinity:
+          description:
+            - Per GPU PCI address, per RDMA device name, the distance class V(PIX), V(PXB), V(PHB), V(NODE) or V(SYS).
+            - V(null) when it cannot be known (a NUMA node unknown on a multi-node machine and no shared host bridge).
+            - RDMA devices without a PCI address are left out.
+          returned: always
+          type: dict
+          sample: {"0000:1b:00.0": {"mlx5_0": "PIX", "mlx5_1": "NODE", "mlx5_4": "SYS"}}
+        numa_nodes:
+          description: Online NUMA nodes and those with CPUs, V(null) each when unknown.
+          returned: always
+          type: dict
+          sample: {"online": [0, 1], "has_cpu": [0, 1]}
+        netns_mode:
+          description: RDMA network namespace mode from C(ib_core)'s C(netns_mode); V(null) when ib_core is not loaded.
+          returned: always
+          type: str
+          sample: shared
+        kernel_cmdline:
+          description: The running kernel's command line, V(null) when C(/proc/cmdline) is missing.
+          returned: always
+          type: dict
+          sample:
+            raw: BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt console=tty0 console=ttyS0
+            args: [BOOT_IMAGE=/vmlinuz, ro, intel_iommu=on, iommu=pt, console=tty0, console=ttyS0]
+            params: {BOOT_IMAGE: /vmlinuz, ro: true, intel_iommu: "on", iommu: pt, console: [tty0, ttyS0]}
+        modules:
+          description: Names of the loaded kernel modules (C(/proc/modules)), sorted; V(null) when the file is missing.
+          returned: always
+          type: list
+          elements: str
+          sample: [ib_core, mlx5_core, mlx5_ib, nvidia_peermem]
+        sysctl:
+          description: C(arp_ignore), C(arp_announce) and C(rp_filter) of C(net.ipv4.conf) C(all), C(default) and every RDMA netdev.
+          returned: always
+          type: dict
+          sample: {"all": {"arp_ignore": 0, "arp_announce": 0, "rp_filter": 2}, "ibp26s0": {"arp_ignore": 1, "arp_announce": 2, "rp_filter": 0}}
+        mtu:
+          description: MTU of every RDMA netdev.
+          returned: always
+          type: dict
+          sample: {"ibp26s0": 4092}
+        rdma_cgroup:
+          description: Limits from every C(rdma.max) file, per cgroup path, per RDMA device; unlimited is V(max).
+          returned: always
+          type: dict
+          sample: {"/kubepods.slice": {"mlx5_0": {"hca_handle": 2, "hca_object": "max"}}}
+        problems:
+          description: Files that exist but could not be read or parsed.
+          returned: always
+          type: list
+          elements: dict
+          sample: [{"path": "/sys/bus/pci/devices/0000:1a:00.0/numa_node", "error": "cannot read ...: Permission denied"}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        facts = gather(HostRoot(module.params["host_root"]))
+    except RdmaNodeError as exc:
+        module.fail_json(**exc.to_fail_kwargs())
+    module.exit_json(changed=False, ansible_facts={"rdma": facts})
+
+
+if __name__ == "__main__":
+    main()

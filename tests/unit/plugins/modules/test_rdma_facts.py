@@ -1,0 +1,183 @@
+"""rdma_facts module: main() in-process (check mode, bad host_root, contract keys) and the real ansible CLI."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
+from ansible_collections.rdma.k8s_node.plugins.modules import rdma_facts
+from unit.plugins.sysfs_tree import SysfsTree
+
+try:
+    import hwsim
+    from hwsim.renderer import render as _render  # noqa: F401 - probe: the power-on renderer exists
+except ImportError:  # pragma: no cover - the simulator is developed in parallel
+    hwsim = None
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
+ANSIBLE = REPO / ".venv" / "bin" / "ansible"
+
+CONTRACT_KEYS = {"devices", "gpus", "gpu_nic_affinity", "netns_mode", "kernel_cmdline", "modules", "sysctl", "mtu",
+                 "rdma_cgroup", "problems", "numa_nodes"}
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def captured_exit(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run(args, expect=ExitJson):
+    with patch_module_args(args):
+        with pytest.raises(expect) as info:
+            rdma_facts.main()
+    return info.value.args[0]
+
+
+@pytest.fixture
+def node(tmp_path):
+    tree = SysfsTree(tmp_path / "node")
+    gpu_chain = ["0000:15:01.0", "0000:16:00.0", "0000:17:02.0", "0000:1b:00.0"]
+    tree.pci(gpu_chain, host_bridge="pci0000:15", vendor="0x10de", device="0x2330", klass="0x030200", driver="nvidia")
+    pf = tree.pci(["0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:18:00.0"], host_bridge="pci0000:15",
+                  driver="mlx5_core")
+    tree.ibdev(pf, "mlx5_0", node_guid="a088:c203:0055:1e20")
+    tree.netdev(pf, "ibp24s0")
+    [vf] = tree.sriov(pf, ["0000:18:00.1"])
+    tree.ibdev(vf, "mlx5_12")
+    tree.file("/sys/module/ib_core/parameters/netns_mode", "Y")
+    tree.file("/proc/cmdline", "ro quiet")
+    return tmp_path / "node"
+
+
+def test_check_mode_returns_facts_and_changes_nothing(node):
+    before = sorted(str(p) + (os.readlink(str(p)) if p.is_symlink() else "") for p in node.rglob("*"))
+    result = run({"host_root": str(node), "_ansible_check_mode": True})
+    assert result["changed"] is False
+    facts = result["ansible_facts"]["rdma"]
+    assert set(facts) == CONTRACT_KEYS
+    assert [d["name"] for d in facts["devices"]] == ["mlx5_0", "mlx5_12"]
+    assert facts["devices"][0]["vfs"][0]["node_guid"] == "0000:0000:0000:0000"
+    assert facts["gpu_nic_affinity"] == {"0000:1b:00.0": {"mlx5_0": "PIX", "mlx5_12": "PIX"}}
+    assert facts["netns_mode"] == "shared"
+    assert facts["problems"] == []
+    after = sorted(str(p) + (os.readlink(str(p)) if p.is_symlink() else "") for p in node.rglob("*"))
+    assert before == after
+
+
+def test_same_result_outside_check_mode(node):
+    checked = run({"host_root": str(node), "_ansible_check_mode": True})
+    normal = run({"host_root": str(node)})
+    assert checked == normal
+
+
+def test_default_host_root_reads_this_machine_without_crashing():
+    # whatever this test machine has (a container: usually no RDMA), the real kernel tree must not break discovery
+    result = run({"_ansible_check_mode": True})
+    assert result["changed"] is False
+    assert set(result["ansible_facts"]["rdma"]) == CONTRACT_KEYS
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("missing", "does not exist"),
+    ("file", "is not a directory"),
+    ("relative", "must be an absolute path"),
+])
+def test_bad_host_root_fails_before_reading_anything(tmp_path, monkeypatch, kind, message):
+    touched = []
+    for name in ("read_text", "listdir", "readlink", "exists", "isdir", "resolve"):
+        real = getattr(HostRoot, name)
+
+        def spy(self, *args, _real=real, _name=name, **kwargs):
+            touched.append((_name, args))
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(HostRoot, name, spy)
+    if kind == "missing":
+        root = str(tmp_path / "nope")
+    elif kind == "file":
+        (tmp_path / "afile").write_text("x")
+        root = str(tmp_path / "afile")
+    else:
+        monkeypatch.chdir(tmp_path)
+        root = "relative/dir"
+    result = run({"host_root": root}, expect=FailJson)
+    assert message in result["msg"]
+    assert "ansible_facts" not in result
+    assert touched == []
+
+
+def test_class_infiniband_as_a_file_counts_as_absent(node):
+    # listing it fails with ENOTDIR, which HostRoot treats as "not there"
+    shutil.rmtree(str(node / "sys/class/infiniband"))
+    (node / "sys/class/infiniband").write_text("junk")
+    result = run({"host_root": str(node)})
+    assert result["ansible_facts"]["rdma"]["devices"] == []
+
+
+@pytest.fixture(scope="module")
+def dgx(tmp_path_factory):
+    if hwsim is None:
+        pytest.skip("tests/hwsim (node simulator) with render() is not available")
+    return hwsim.render("dgx-h100", tmp_path_factory.mktemp("dgx-h100"))
+
+
+def test_module_on_simulated_dgx_h100(dgx):
+    result = run({"host_root": str(dgx), "_ansible_check_mode": True})
+    facts = result["ansible_facts"]["rdma"]
+    assert facts == json.loads(json.dumps(gather(HostRoot(str(dgx)))))
+    assert len(facts["devices"]) == 12 and len(facts["gpus"]) == 8 and facts["problems"] == []
+
+
+@pytest.mark.skipif(not ANSIBLE.exists(), reason=".venv/bin/ansible is not installed")
+def test_real_cli_ad_hoc_on_simulated_dgx_h100(dgx, tmp_path):
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+        "ANSIBLE_HOME": str(tmp_path / "home"),
+        "ANSIBLE_PYTHON_INTERPRETER": str(REPO / ".venv" / "bin" / "python"),
+    })
+    done = subprocess.run(
+        [str(ANSIBLE), "localhost", "-m", "rdma.k8s_node.rdma_facts", "-a", "host_root=%s" % dgx, "--check",
+         "-t", str(tmp_path / "tree")],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "tree" / "localhost").read_text())
+    assert result["changed"] is False
+    facts = result["ansible_facts"]["rdma"]
+    assert set(facts) == CONTRACT_KEYS
+    assert facts["gpu_nic_affinity"]["0000:1b:00.0"]["mlx5_0"] == "PIX"
+    assert facts["gpu_nic_affinity"]["0000:1b:00.0"]["mlx5_6"] == "SYS"
+    assert facts["devices"][0]["node_guid"] == "a088:c203:0055:1e20"
+
+    bad = subprocess.run(
+        [str(ANSIBLE), "localhost", "-m", "rdma.k8s_node.rdma_facts", "-a", "host_root=%s" % (tmp_path / "nope")],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert bad.returncode != 0
+    assert "does not exist" in bad.stdout + bad.stderr
