@@ -1,0 +1,231 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: sysctl_dropin
+short_description: Own one /etc/sysctl.d file and apply its settings live, in one round trip
+version_added: 0.1.0
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+description:
+  - Writes exactly the given settings into one C(/etc/sysctl.d) file that the module owns (so settings for an interface
+    that is gone or renamed disappear with the next run), and sets the live values that differ with one C(sysctl -w)
+    call.
+  - Reports, for the C(arp_ignore), C(arp_announce) and C(rp_filter) keys of each interface it sets, the value the
+    kernel acts on, which is the maximum of C(conf/all) and C(conf/<interface>).
+  - If setting the live values fails, the file and the values already changed are put back.
+  - Why not M(ansible.posix.sysctl) - it handles one key per task (42 module round trips for a DGX-class node), has no
+    diff, keeps stale keys of vanished interfaces, and has no backup; this module is one round trip with all four.
+extends_documentation_fragment:
+  - rdma.k8s_node.host_root
+  - rdma.k8s_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+options:
+  path:
+    description: The file this module owns; a C(.conf) file directly in C(/etc/sysctl.d).
+    type: path
+    default: /etc/sysctl.d/90-rdma-k8s-node.conf
+  settings:
+    description:
+      - Keys and values, in the order they are written. Keys with dots (V(net.ipv4.conf.all.arp_ignore)), or with
+        slashes when a component holds a dot (V(net/ipv4/conf/eth0.100/rp_filter)).
+    type: dict
+    required: true
+  live:
+    description:
+      - Also set the running kernel's values. Keys that do not exist now (an interface not created yet) are skipped
+        with a warning; the file applies them when C(systemd-sysctl) or C(sysctl --system) runs after the interface
+        appears.
+    type: bool
+    default: true
+  backup:
+    description: Keep a timestamped copy of the previous file.
+    type: bool
+    default: false
+notes:
+  - Live values are read from C(<host_root>/proc/sys) and set with the C(sysctl) command. Network keys are per network
+    namespace, so an audit or change from a pod must run in the host's network namespace (C(hostNetwork)).
+seealso:
+  - module: rdma.k8s_node.rdma_facts
+  - module: ansible.posix.sysctl
+"""
+
+EXAMPLES = r"""
+- name: ARP and reverse-path filtering for multi-NIC RoCE
+  rdma.k8s_node.sysctl_dropin:
+    settings:
+      net.ipv4.conf.all.arp_ignore: 1
+      net.ipv4.conf.all.arp_announce: 2
+      net.ipv4.conf.all.rp_filter: 2
+      net.ipv4.conf.ens1f0np0.arp_ignore: 2
+"""
+
+RETURN = r"""
+changed:
+  description: Whether the file or a live value was (or in check mode would be) changed.
+  returned: always
+  type: bool
+actions:
+  description: Steps taken, or that would be taken in check mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"action": "update_file", "target": "/etc/sysctl.d/90-rdma-k8s-node.conf", "mode": "0644"},
+           {"action": "set_live", "target": "net.ipv4.conf.all.arp_ignore", "before": "0", "after": "1"}]
+reboot_required:
+  description: Always false; sysctls apply live.
+  returned: always
+  type: bool
+restart_required:
+  description: Always empty.
+  returned: always
+  type: list
+  elements: str
+observed:
+  description: What the module read before changing anything.
+  returned: always
+  type: dict
+  contains:
+    live:
+      description: Live value of each key (null when the key does not exist now).
+      type: dict
+    effective:
+      description: For interfaces with max-rule keys, the value the kernel acts on after the change (max of all and
+        the interface), by interface and key.
+      type: dict
+  sample: {"live": {"net.ipv4.conf.all.arp_ignore": "0"}, "effective": {"ens1f0np0": {"arp_ignore": 2}}}
+missing:
+  description: Keys that do not exist in the running kernel (skipped live).
+  returned: always
+  type: list
+  elements: str
+diff:
+  description: Before and after of the file (with C(--diff)).
+  returned: when diff mode is on and the file changes
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, RdmaNodeError, VerifyError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+
+SYSCTL_DIR = "/etc/sysctl.d"
+
+
+def read_live(host, keys):
+    """Live values of ``keys`` from /proc/sys (None for a key that does not exist)."""
+    return {key: host.read_attr(_sysctl.proc_path(key)) for key in keys}
+
+
+def effective_after(host, settings):
+    """max(all, interface) for each interface whose max-rule keys we set, with our values applied."""
+    values = {}
+    for key, value in settings.items():
+        parts = _sysctl.components(key)
+        if len(parts) == 5 and parts[:3] == ["net", "ipv4", "conf"] and parts[4] in _sysctl.MAX_RULE:
+            values.setdefault(parts[3], {})[parts[4]] = int(value)
+    out = {}
+    for iface in sorted(i for i in values if i not in ("all", "default")):
+        merged = {"all": dict(values.get("all") or {}), iface: values[iface]}
+        for param in _sysctl.MAX_RULE:
+            if param not in merged["all"]:
+                live = host.read_attr("/proc/sys/net/ipv4/conf/all/" + param)
+                if live is not None and live.lstrip("-").isdigit():
+                    merged["all"][param] = int(live)
+        out[iface] = dict((p, _sysctl.effective(merged, p, iface)) for p in _sysctl.MAX_RULE if p in values[iface])
+    return out
+
+
+def sysctl_write(commands, pairs):
+    """One ``sysctl -q -w k=v ...`` call; returns (rc, stderr)."""
+    rc, dummy_out, err = commands.run_kernel(["sysctl", "-q", "-w"] + ["%s=%s" % (k, v.replace("\t", " ")) for k, v in pairs])
+    return rc, err
+
+
+def run_module(module):
+    params = module.params
+    path = params["path"]
+    if os.path.dirname(path) != SYSCTL_DIR or not path.endswith(".conf") or os.path.basename(path) == ".conf":
+        raise InputError("path must be a .conf file directly in %s (systemd-sysctl reads nothing else there), got %s"
+                         % (SYSCTL_DIR, path))
+    settings = _sysctl.validate(params["settings"])
+    host = HostRoot(params["host_root"])
+    commands = HostCommands(module, host)
+    result = Result()
+
+    live = read_live(host, settings)
+    missing = [key for key, value in live.items() if value is None]
+    result.observed["live"] = live
+    result.observed["effective"] = effective_after(host, settings)
+    result.extra["missing"] = missing
+    plan = plan_file(observe_file(host, path), _sysctl.render(settings), 0o644)
+    if plan.changed:
+        result.add(plan.action(), plan.diff() if module._diff else None)
+    to_set = []
+    if params["live"]:
+        for key, value in settings.items():
+            if key not in missing and _sysctl.differs(live[key], value):
+                to_set.append((key, value))
+                result.add(action("set_live", key, before=live[key], after=value.replace("\t", " ")))
+        if missing:
+            module.warn("not in the running kernel now, persisted only: %s" % ", ".join(missing))
+
+    if module.check_mode or not result.changed:
+        return result.as_dict(with_diff=module._diff)
+
+    backups = FileTransaction(host, backup=params["backup"]).apply_all([plan])
+    if backups:
+        result.extra["backup_files"] = backups
+    if to_set:
+        rc, err = sysctl_write(commands, to_set)
+        now = read_live(host, [key for key, dummy in to_set])
+        wrong = [key for key, value in to_set if _sysctl.differs(now[key], value)]
+        if rc != 0 or wrong:
+            reverted = [(key, live[key]) for key, dummy in to_set if now[key] != live[key]]
+            restore_rc = sysctl_write(commands, reverted)[0] if reverted else 0
+            revert(host, [plan])
+            raise (ApplyError if rc != 0 else VerifyError)(
+                "setting %s live failed (rc=%s: %s); the file was restored and %s" % (
+                    ", ".join(wrong) or "the values", rc, err.strip() or "value did not stick",
+                    "the live values put back" if restore_rc == 0 else "putting the live values back FAILED too"),
+                {"failed": wrong, "restored_live": [k for k, dummy in reverted] if restore_rc == 0 else []})
+    return result.as_dict(with_diff=module._diff)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", default="/etc/sysctl.d/90-rdma-k8s-node.conf"),
+            settings=dict(type="dict", required=True),
+            live=dict(type="bool", default=True),
+            backup=dict(type="bool", default=False),
+            host_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run_module(module))
+    except RdmaNodeError as exc:
+        module.fail_json(**exc.to_fail_kwargs())
+
+
+if __name__ == "__main__":
+    main()
