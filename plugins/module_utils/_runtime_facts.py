@@ -1,0 +1,145 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""containerd and kubelet settings for rdma_facts and the audit: running vs persisted, read-only.
+
+``runtime_facts(host, commands=None)`` never writes and never fails on a missing piece: what cannot be read is
+None, and ``problems`` lists why.  Without ``commands`` (a HostCommands), only files and /proc are read.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import json
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+             "/usr/lib/systemd/system", "/lib/systemd/system")
+
+
+def _pid_of(host, comm):
+    for entry in host.listdir("/proc"):
+        if entry.isdigit() and host.try_attr("/proc/%s/comm" % entry) == comm:
+            return int(entry)
+    return None
+
+
+def _unit_memlock(host, service):
+    unit_path, unit_text = None, None
+    for directory in UNIT_DIRS:
+        text = host.read_text("%s/%s.service" % (directory, service))
+        if text is not None:
+            unit_path, unit_text = "%s/%s.service" % (directory, service), text
+            break
+    dropins = []
+    for rank, directory in enumerate(UNIT_DIRS):
+        base = "%s/%s.service.d" % (directory, service)
+        for name in host.listdir(base):
+            if name.endswith(".conf"):
+                dropins.append((rank, base + "/" + name, host.read_text(base + "/" + name, default="")))
+    return ctd.unit_limit(ctd.order_unit_files(unit_path, unit_text, dropins))
+
+
+def _limit(value):
+    return None if value is None else ctd.render_limit(value)
+
+
+def containerd_facts(host, commands=None, config="/etc/containerd/config.toml"):
+    """containerd: version, config version, runtimes' base specs with their memlock, CDI, unit and process memlock."""
+    problems = []
+    out = {"installed": None, "version": None, "config_file": config, "config_version": None, "runtimes": {},
+           "enable_cdi": None, "cdi_spec_dirs": None, "unit_memlock": None, "unit_memlock_source": None,
+           "running": None, "problems": problems}
+    try:
+        limit, source = _unit_memlock(host, "containerd")
+        out["unit_memlock"], out["unit_memlock_source"] = _limit(limit), source
+    except RdmaNodeError as exc:
+        problems.append({"what": "containerd unit", "error": exc.msg})
+    pid = _pid_of(host, "containerd")
+    if pid:
+        memlock = ctd.parse_proc_limits(host.try_attr("/proc/%d/limits" % pid, "", problems))
+        out["running"] = {"pid": pid, "memlock": dict((k, _limit(v)) for k, v in memlock.items()) if memlock else None}
+    if commands is not None and commands.find("containerd"):
+        out["installed"] = True
+        rc, text, err = commands.run(["containerd", "--version"])
+        try:
+            out["version"] = ".".join(str(p) for p in ctd.parse_version(text)) if rc == 0 else None
+        except RdmaNodeError as exc:
+            problems.append({"what": "containerd --version", "error": exc.msg})
+        argv = ["containerd", "--config", config, "config", "dump"] if host.exists(config) else ["containerd", "config", "default"]
+        rc, text, err = commands.run(argv)
+        if rc != 0:
+            problems.append({"what": " ".join(argv), "error": (err or text).strip()[-500:]})
+        else:
+            try:
+                eff = ctd.effective(_toml.parse(text, "containerd config dump"))
+                out.update({"config_version": eff["config_version"], "enable_cdi": eff["enable_cdi"],
+                            "cdi_spec_dirs": eff["cdi_spec_dirs"]})
+                for name, runtime in eff["runtimes"].items():
+                    spec = runtime["base_runtime_spec"]
+                    memlock = ctd.spec_rlimit(host.read_text(spec) or "", "RLIMIT_MEMLOCK") if spec else None
+                    out["runtimes"][name] = {"runtime_type": runtime["runtime_type"], "base_runtime_spec": spec or None,
+                                             "base_spec_memlock": dict((k, _limit(v)) for k, v in memlock.items())
+                                             if memlock else None}
+            except RdmaNodeError as exc:
+                problems.append({"what": "containerd config dump", "error": exc.msg})
+    elif commands is not None:
+        out["installed"] = False
+    return out
+
+
+def kubelet_facts(host, commands=None, config="/var/lib/kubelet/config.yaml"):
+    """kubelet: config path, drop-in dir, topology/CPU/memory manager settings and state-file policies."""
+    problems = []
+    pid = _pid_of(host, "kubelet")
+    flags = {}
+    if pid:
+        flags = kub.parse_flags((host.read_text("/proc/%d/cmdline" % pid) or "").replace("\0", " "))
+    out = {"running": bool(pid), "version": None, "config_file": flags.get("config", config),
+           "config_dir": flags.get("config-dir"), "settings": {}, "state_files": {}, "problems": problems}
+    if commands is not None and commands.find("kubelet"):
+        rc, text, dummy_err = commands.run(["kubelet", "--version"])
+        try:
+            out["version"] = ".".join(str(p) for p in kub.parse_kubelet_version(text)) if rc == 0 else None
+        except RdmaNodeError as exc:
+            problems.append({"what": "kubelet --version", "error": exc.msg})
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        yaml = None
+        problems.append({"what": "kubelet config", "error": "PyYAML is not installed: settings not read"})
+    if yaml is not None:
+        merged = {}
+        paths = [out["config_file"]]
+        if out["config_dir"]:
+            paths += [out["config_dir"].rstrip("/") + "/" + n for n in host.listdir(out["config_dir"]) if n.endswith(".conf")]
+        for path in paths:
+            text = host.read_text(path)
+            if text is None:
+                continue
+            try:
+                data = yaml.safe_load(text) or {}
+                merged = kub.merge(merged, data if isinstance(data, dict) else {})
+            except yaml.YAMLError as exc:
+                problems.append({"what": path, "error": str(exc).replace("\n", " ")})
+        out["settings"] = dict((key, merged.get(key, kub.DEFAULTS.get(key))) for key in kub.MANAGED_KEYS)
+    for key, path in kub.STATE_FILES.items():
+        text = host.read_text(path)
+        policy = None
+        if text is not None:
+            try:
+                policy = json.loads(text).get("policyName")
+            except (ValueError, AttributeError):
+                policy = "unreadable"
+        out["state_files"][key] = {"path": path, "policy": policy}
+    return out
+
+
+def runtime_facts(host, commands=None):
+    """``{"containerd": {...}, "kubelet": {...}}`` -- see containerd_facts and kubelet_facts."""
+    return {"containerd": containerd_facts(host, commands), "kubelet": kubelet_facts(host, commands)}

@@ -1,0 +1,632 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: containerd_rdma
+short_description: Give CRI containers the memlock limit RDMA needs (containerd unit limit, base runtime spec, CDI)
+version_added: 0.1.0
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+description:
+  - RDMA registers (pins) memory, and a pod's C(RLIMIT_MEMLOCK) bounds how much. Without a change, CRI containers
+    inherit containerd's limit (8 MiB on most distributions) and C(ibv_reg_mr) fails with C(ENOMEM); NCCL then
+    silently falls back to TCP. C(CAP_IPC_LOCK) does not help a non-root process.
+  - "Owns a systemd drop-in for containerd.service with C(LimitMEMLOCK=) O(memlock), and runs C(systemctl daemon-reload)
+    when it changes."
+  - Writes a base runtime spec generated from the installed containerd (C(ctr oci spec)) with C(RLIMIT_MEMLOCK)
+    soft and hard set to O(memlock) and C(RLIMIT_NOFILE) set to O(nofile) (the generated spec caps it at 1024), and
+    points every runc-type CRI runtime at it (C(runc), and C(nvidia) when the NVIDIA runtime is configured), or
+    the runtimes named in O(runtimes).
+  - Sets C(enable_cdi) and C(cdi_spec_dirs) where the version needs it (containerd 1.7 has CDI off by default;
+    2.x has it on; 1.6 has no CDI and only gets a warning).
+  - Edits C(config.toml) in place with config version 2 (containerd 1.6/1.7) or 3 (2.x) key paths, keeping every
+    other setting, comment and the file's order. On containerd 1.x an imported file that names the CRI plugin
+    replaces the whole CRI section, so the keys go into the last file that defines it; on 2.x into the last file
+    that sets the key, else the main file.
+  - Before anything is restarted, C(containerd config dump) must show the new settings (containerd only warns
+    about unknown keys, so a misplaced key would otherwise fail silently); if it does not, the files are restored.
+  - Restarts containerd only with O(restart=true), then checks that it is active, answers on its socket and runs
+    with the new memlock limit. If not, every file is restored, containerd is restarted again, and the module
+    fails saying whether containerd is back.
+extends_documentation_fragment:
+  - rdma.k8s_node.host_root
+  - rdma.k8s_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The diff is per key (C(LimitMEMLOCK), the spec's rlimits, each config key), not per line.
+  idempotent:
+    support: full
+options:
+  memlock:
+    description:
+      - The memlock limit for containerd and every CRI container, soft and hard.
+      - V(unlimited) (also V(infinity)), or a byte count such as V(4194304) or V(64M) (K, M, G, T are powers of 1024).
+    type: str
+    default: unlimited
+  nofile:
+    description: C(RLIMIT_NOFILE) (soft and hard) of containers created from the base runtime spec.
+    type: int
+    default: 1048576
+  config:
+    description: containerd's main configuration file. Files it imports are followed.
+    type: path
+    default: /etc/containerd/config.toml
+  base_runtime_spec:
+    description: Where the generated base runtime spec is written; the runtimes point at this path.
+    type: path
+    default: /etc/containerd/cri-base.json
+  runtimes:
+    description:
+      - CRI runtimes to point at the base runtime spec. Empty means every runtime of type C(io.containerd.runc.v2)
+        in the effective configuration. A named runtime that is not configured is an error.
+    type: list
+    elements: str
+    default: []
+  cdi:
+    description:
+      - Enable the Container Device Interface (C(enable_cdi = true)) where containerd supports it (1.7 and later).
+      - V(false) leaves the CDI settings as they are.
+    type: bool
+    default: true
+  cdi_spec_dirs:
+    description: Directories containerd reads CDI specs from (with O(cdi=true)).
+    type: list
+    elements: path
+    default: [/etc/cdi, /var/run/cdi]
+  unit_dropin:
+    description: The systemd drop-in this module owns; it must be a C(.conf) file in C(/etc/systemd/system/<service>.service.d).
+    type: path
+    default: /etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf
+  service:
+    description: The systemd service name of containerd.
+    type: str
+    default: containerd
+  restart:
+    description:
+      - Restart containerd when a change (or a previous run's change) has not reached the running daemon.
+      - "Running containers keep the limits they were created with: pods must be recreated to get the new limit."
+    type: bool
+    default: false
+  restart_timeout:
+    description: Seconds to wait for containerd to become active after a restart.
+    type: int
+    default: 60
+  backup:
+    description: Keep a timestamped copy of each edited file next to it.
+    type: bool
+    default: false
+notes:
+  - TOML cannot hold 18446744073709551615 (RLIM_INFINITY), which is why the limit lives in the JSON base spec and
+    the unit, never in C(config.toml).
+  - C(base_runtime_spec) applies to containers created through CRI (kubelet, crictl), not to C(ctr run).
+  - Commands C(containerd), C(ctr) run inside O(host_root) (through C(chroot) when it is not V(/)); C(systemctl)
+    runs as found on C(PATH).
+seealso:
+  - module: rdma.k8s_node.rdma_facts
+  - module: rdma.k8s_node.kubelet_topology
+"""
+
+EXAMPLES = r"""
+- name: Unlimited memlock for RDMA pods, CDI on, restart containerd now
+  rdma.k8s_node.containerd_rdma:
+    restart: true
+  register: containerd
+
+- name: Only the runc runtime, keep CDI untouched, restart later
+  rdma.k8s_node.containerd_rdma:
+    runtimes: [runc]
+    cdi: false
+
+- name: Tell the operator
+  ansible.builtin.debug:
+    msg: "containerd must be restarted: {{ containerd.restart_required }}"
+  when: containerd.restart_required | length > 0
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a file changed, or containerd was restarted (or would be, in check mode).
+  returned: always
+  type: bool
+actions:
+  description: The steps taken, or that would be taken in check mode, in order.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"action": "update_file", "target": "/etc/containerd/config.toml", "mode": "0644"},
+           {"action": "run", "target": "systemctl daemon-reload"}, {"action": "restart", "target": "containerd"}]
+reboot_required:
+  description: Always false.
+  returned: always
+  type: bool
+restart_required:
+  description: C([containerd]) when the running daemon does not have the configured settings and O(restart) is off.
+  returned: always
+  type: list
+  elements: str
+changes:
+  description: Per key, the effective value before and the value after the change.
+  returned: always
+  type: dict
+  sample: {"LimitMEMLOCK": {"before": "8388608", "after": "infinity"},
+           "runtimes.runc.base_runtime_spec": {"before": "", "after": "/etc/containerd/cri-base.json"}}
+observed:
+  description: What the module read before changing anything.
+  returned: always
+  type: dict
+  contains:
+    containerd_version:
+      description: The installed containerd's version.
+      type: str
+    config_version:
+      description: The effective configuration's version (2 or 3).
+      type: int
+    config_files:
+      description: The main configuration file and the files it imports, in load order.
+      type: list
+      elements: str
+    runtimes:
+      description: Effective CRI runtimes with their type and base runtime spec.
+      type: dict
+    enable_cdi:
+      description: Effective C(enable_cdi) (null on containerd 1.6).
+      type: bool
+    cdi_spec_dirs:
+      description: Effective C(cdi_spec_dirs).
+      type: list
+      elements: str
+    unit_memlock:
+      description: C(LimitMEMLOCK) systemd applies to the service, from its unit files (C(infinity) or bytes).
+      type: str
+    running:
+      description: The running daemon (C(pid), C(memlock) soft/hard) or null when it does not run.
+      type: dict
+  sample: {"containerd_version": "1.7.24", "config_version": 2, "config_files": ["/etc/containerd/config.toml"],
+           "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2", "base_runtime_spec": ""}},
+           "enable_cdi": false, "cdi_spec_dirs": ["/etc/cdi", "/var/run/cdi"], "unit_memlock": "8388608",
+           "running": {"pid": 812, "memlock": {"soft": "8388608", "hard": "8388608"}, "stale": false}}
+diff:
+  description: Per-key before and after of each edited file (with C(--diff)).
+  returned: when diff mode is on and something changes
+  type: raw
+backup_files:
+  description: Backup copies kept, by edited path (with O(backup=true)).
+  returned: when a backup was made
+  type: dict
+"""
+
+import glob
+import os
+import posixpath
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
+    ApplyError, ConflictError, InputError, ParseError, RdmaNodeError, VerifyError,
+)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+
+# systemd's unit search path, most important first (a drop-in name in an earlier directory masks a later one)
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+             "/usr/lib/systemd/system", "/lib/systemd/system")
+
+
+def validate(params):
+    """Everything that can be checked before reading the node; raises InputError naming the option."""
+    want = {
+        "memlock": ctd.parse_limit(params["memlock"], "memlock"),
+        "base_runtime_spec": params["base_runtime_spec"],
+        "runtimes": list(params["runtimes"]),
+        "cdi": params["cdi"],
+        "cdi_spec_dirs": list(params["cdi_spec_dirs"]),
+    }
+    if not 64 <= params["nofile"] <= 1 << 30:
+        raise InputError("nofile must be between 64 and 1073741824 (the kernel's nr_open ceiling), got %d" % params["nofile"])
+    want["nofile"] = params["nofile"]
+    for option in ("config", "base_runtime_spec", "unit_dropin"):
+        if not params[option].startswith("/"):
+            raise InputError("%s must be an absolute path, got %s" % (option, params[option]))
+    if not params["base_runtime_spec"].endswith(".json"):
+        raise InputError("base_runtime_spec must be a .json file, got %s" % params["base_runtime_spec"])
+    for path in want["cdi_spec_dirs"]:
+        if not path.startswith("/"):
+            raise InputError("cdi_spec_dirs entries must be absolute paths, got %s" % path)
+    if params["cdi"] and not want["cdi_spec_dirs"]:
+        raise InputError("cdi_spec_dirs must not be empty with cdi=true")
+    for name in want["runtimes"]:
+        if not name or any(c in name for c in "\"'\n[]."):
+            raise InputError("runtimes: %r is not a valid runtime name" % (name,))
+    service = params["service"]
+    if not service or "/" in service or service.endswith(".service"):
+        raise InputError("service must be a unit name without .service, got %r" % service)
+    dropin_dir = "/etc/systemd/system/%s.service.d" % service
+    if posixpath.dirname(params["unit_dropin"]) != dropin_dir or not params["unit_dropin"].endswith(".conf"):
+        raise InputError("unit_dropin must be a .conf file directly in %s, got %s" % (dropin_dir, params["unit_dropin"]))
+    if params["restart_timeout"] < 1:
+        raise InputError("restart_timeout must be at least 1 second")
+    return want
+
+
+class Containerd:  # pylint: disable=too-many-instance-attributes
+    """The node's containerd seen through host_root: version, config files, dump, unit and running daemon."""
+
+    def __init__(self, module, host, commands):
+        self.module = module
+        self.host = host
+        self.commands = commands
+        self.params = module.params
+        self.service = module.params["service"]
+        self.version = None
+        self.systemd = None
+
+    def run(self, argv, what):
+        if not self.commands.find(argv[0]):
+            raise ApplyError("%s is not installed on the node (needed to %s)" % (argv[0], what), {"command": argv[0]})
+        rc, out, err = self.commands.run(argv)
+        if rc != 0:
+            raise ApplyError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()[-2000:]),
+                             {"rc": rc, "stdout": out, "stderr": err})
+        return out
+
+    def read_version(self):
+        self.version = ctd.parse_version(self.run(["containerd", "--version"], "read its version"))
+        return self.version
+
+    def oci_spec(self):
+        return self.run(["ctr", "oci", "spec"], "generate the base runtime spec")
+
+    def config_files(self):
+        """[(path, FileState, Document)] in containerd's load order: the main file, then imports (depth first)."""
+        out, seen = [], set()
+
+        def visit(path):
+            if path in seen:
+                return
+            seen.add(path)
+            state = observe_file(self.host, path)
+            doc = _toml.parse(state.content if state.exists else "", path)
+            out.append((path, state, doc))
+            imports = doc.data.get("imports") or []
+            if not isinstance(imports, list):
+                raise ParseError("%s: imports must be a list of paths" % path)
+            for entry in imports:
+                entry = entry if entry.startswith("/") else posixpath.join(posixpath.dirname(path), entry)
+                entry = posixpath.normpath(entry)
+                if any(c in entry for c in "*?["):
+                    local = self.host.path(entry)
+                    matches = sorted(glob.glob(local))
+                    for match in matches:
+                        visit(self.host.node_path(match) or match)
+                elif self.host.exists(entry):
+                    visit(entry)
+
+        visit(self.params["config"])
+        return out
+
+    def dump(self, exists):
+        """``containerd config dump`` of the node's files (``config default`` when there is no config file:
+        containerd 1.7 refuses to dump without one)."""
+        if exists:
+            text = self.run(["containerd", "--config", self.params["config"], "config", "dump"], "check its configuration")
+        else:
+            text = self.run(["containerd", "config", "default"], "read its default configuration")
+        return ctd.effective(_toml.parse(text, "containerd config dump"))
+
+    # -- systemd ---------------------------------------------------------------------------------
+    def unit_files(self, replace=None):
+        """[(path, text)] in systemd's order; ``replace`` = (path, text or None) stands in for one drop-in."""
+        unit_text, unit_path = None, None
+        for directory in UNIT_DIRS:
+            path = "%s/%s.service" % (directory, self.service)
+            text = self.host.read_text(path)
+            if text is not None:
+                unit_text, unit_path = text, path
+                break
+        dropins = []
+        for rank, directory in enumerate(UNIT_DIRS):
+            dropin_dir = "%s/%s.service.d" % (directory, self.service)
+            for name in self.host.listdir(dropin_dir):
+                if name.endswith(".conf"):
+                    path = dropin_dir + "/" + name
+                    dropins.append((rank, path, self.host.read_text(path, default="")))
+        if replace is not None:
+            dropins = [d for d in dropins if d[1] != replace[0]]
+            if replace[1] is not None:
+                dropins.append((0, replace[0], replace[1]))
+        return ctd.order_unit_files(unit_path, unit_text, dropins)
+
+    def systemctl(self, *args):
+        return self.commands.run_kernel(["systemctl"] + list(args))
+
+    def show(self):
+        """``{"ActiveState", "MainPID", "LimitMEMLOCK"}`` from systemd, or None when systemd cannot be asked."""
+        rc, out, dummy_err = self.systemctl("show", self.service, "-p", "ActiveState", "-p", "MainPID", "-p", "LimitMEMLOCK")
+        if rc != 0:
+            self.systemd = False
+            return None
+        self.systemd = True
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def running(self):
+        """The daemon's pid, memlock and start time (seconds since the epoch), or None when it is not running."""
+        shown = self.show()
+        pid = None
+        if shown is not None:
+            if shown.get("ActiveState") != "active":
+                return None
+            pid = int(shown.get("MainPID") or 0) or None
+        else:
+            for entry in self.host.listdir("/proc"):
+                if entry.isdigit() and self.host.try_attr("/proc/%s/comm" % entry) == "containerd":
+                    pid = int(entry)
+                    break
+        if not pid:
+            return None
+        limits = ctd.parse_proc_limits(self.host.try_attr("/proc/%d/limits" % pid, ""))
+        return {"pid": pid, "memlock": limits, "started": self.start_time(pid)}
+
+    def start_time(self, pid):
+        stat = self.host.try_attr("/proc/%d/stat" % pid)
+        boot = None
+        for line in (self.host.try_attr("/proc/stat") or "").splitlines():
+            if line.startswith("btime "):
+                boot = int(line.split()[1])
+        if not stat or boot is None:
+            return None
+        fields = stat.rsplit(")", 1)[1].split()
+        return boot + int(fields[19]) / float(os.sysconf("SC_CLK_TCK"))
+
+    def wait_active(self, timeout):
+        deadline = time.time() + timeout
+        state = None
+        while True:
+            rc, out, dummy_err = self.systemctl("is-active", self.service)
+            state = out.strip()
+            if rc == 0 and state == "active":
+                return True, state
+            if state == "failed" or time.time() >= deadline:
+                return False, state
+            time.sleep(0.5)
+
+    def journal(self):
+        rc, out, dummy_err = self.commands.run_kernel(["journalctl", "-u", self.service, "-n", "15", "--no-pager", "-o", "cat"])
+        return out.strip() if rc == 0 else None
+
+
+def _mtime(host, path):
+    try:
+        return os.stat(host.path(path)).st_mtime
+    except OSError:
+        return None
+
+
+def plan(module, node, want, result):
+    """Observe and plan.  Returns (file plans, restart needed, unit changed, effective before)."""
+    params = module.params
+    version = node.read_version()
+    base_spec = ctd.build_base_spec(node.oci_spec(), want["memlock"], want["nofile"])
+    files = node.config_files()
+    eff = node.dump(files[0][1].exists)
+    changes, warnings = ctd.desired_keys(eff, want, version)
+    for warning in warnings:
+        module.warn(warning)
+    edits, versions = ctd.choose_files([(p, d) for p, dummy_s, d in files], changes, version)
+    result.observed.update({
+        "containerd_version": ".".join(str(p) for p in version),
+        "config_version": eff["config_version"],
+        "config_files": [p for p, dummy_s, dummy_d in files],
+        "runtimes": eff["runtimes"],
+        "enable_cdi": eff["enable_cdi"],
+        "cdi_spec_dirs": eff["cdi_spec_dirs"],
+    })
+    per_key = ctd.key_diff(changes, eff)
+    plans = []
+
+    dropin_state = observe_file(node.host, params["unit_dropin"])
+    dropin_plan = plan_file(dropin_state, ctd.render_unit_dropin(want["memlock"]), 0o644)
+    before_limit, dummy_source = ctd.unit_limit(node.unit_files())
+    after_limit, after_source = ctd.unit_limit(node.unit_files(replace=(params["unit_dropin"], dropin_plan.content)))
+    if after_limit != want["memlock"]:
+        raise ConflictError("%s sets LimitMEMLOCK=%s and is read after %s, so containerd would not get %s; remove it "
+                            "or name unit_dropin so that it sorts last"
+                            % (after_source, ctd.render_limit(after_limit) if after_limit else "(empty)",
+                               params["unit_dropin"], ctd.render_limit(want["memlock"])),
+                            {"overriding_file": after_source})
+    result.observed["unit_memlock"] = ctd.render_limit(before_limit) if before_limit is not None else None
+    if dropin_plan.changed:
+        plans.append(dropin_plan)
+        per_key["LimitMEMLOCK"] = {"before": result.observed["unit_memlock"], "after": ctd.render_limit(want["memlock"])}
+        if module._diff:
+            result.diffs.append({"before": {"LimitMEMLOCK": result.observed["unit_memlock"]},
+                                 "after": {"LimitMEMLOCK": ctd.render_limit(want["memlock"])},
+                                 "before_header": params["unit_dropin"], "after_header": params["unit_dropin"]})
+
+    spec_state = observe_file(node.host, params["base_runtime_spec"])
+    spec_plan = plan_file(spec_state, base_spec, 0o644)
+    if spec_plan.changed:
+        plans.append(spec_plan)
+        before = dict((kind, ctd.spec_rlimit(spec_state.content, kind)) for kind in ("RLIMIT_MEMLOCK", "RLIMIT_NOFILE")) \
+            if spec_state.exists else None
+        after = dict((kind, ctd.spec_rlimit(base_spec, kind)) for kind in ("RLIMIT_MEMLOCK", "RLIMIT_NOFILE"))
+        per_key["base_runtime_spec.rlimits"] = {"before": before, "after": after}
+        if module._diff:
+            result.diffs.append({"before": {"rlimits": before} if before else {},
+                                 "after": {"rlimits": after, "generated_from": "ctr oci spec (containerd %s)"
+                                           % result.observed["containerd_version"]},
+                                 "before_header": params["base_runtime_spec"], "after_header": params["base_runtime_spec"]})
+
+    for index in sorted(edits):
+        path, state, doc = files[index]
+        version_of_file = versions[index] or ctd.native_version(version)
+        new_text = ctd.apply_edits(state.content if state.exists else "", version_of_file, edits[index], path)
+        file_plan = plan_file(state, new_text, state.mode if state.exists else 0o644,
+                              state.uid if state.exists else 0, state.gid if state.exists else 0)
+        plans.append(file_plan)
+        if module._diff:
+            result.diffs.append({
+                "before": dict((_toml.render_path(table + (key,)), _json_safe(doc.get(table + (key,))))
+                               for table, key, dummy_value in edits[index]),
+                "after": dict((_toml.render_path(table + (key,)), value) for table, key, value in edits[index]),
+                "before_header": path, "after_header": path})
+    result.extra["changes"] = per_key
+    for file_plan in plans:
+        result.add(file_plan.action())
+
+    running = node.running()
+    stale = False
+    if running is not None:
+        memlock = running["memlock"]
+        started = running["started"]
+        mtimes = [_mtime(node.host, p) for p in [params["unit_dropin"], params["base_runtime_spec"]] + result.observed["config_files"]]
+        # the start time is exact to within a second (btime is whole seconds): only a file written more
+        # than a second after the computed start is certainly newer than the daemon
+        stale = bool(memlock and memlock["hard"] != want["memlock"] and after_limit == want["memlock"]) or \
+            bool(started and any(m and m > started + 1.0 for m in mtimes))
+        result.observed["running"] = {"pid": running["pid"], "stale": stale,
+                                      "memlock": dict((k, ctd.render_limit(v)) for k, v in memlock.items()) if memlock else None}
+    else:
+        result.observed["running"] = None
+    restart = bool(plans) or stale
+    return plans, restart, dropin_plan.changed, eff
+
+
+def _json_safe(value):
+    return value if value is None or isinstance(value, (str, bool, int, list)) else str(value)
+
+
+def restore(node, plans, unit_changed, restart):
+    """Put the files back; reload and restart when they had reached systemd / containerd.  Returns details."""
+    details = {"restored": revert(node.host, plans)}
+    if unit_changed and node.systemd:
+        node.systemctl("daemon-reload")
+    if restart:
+        node.systemctl("restart", node.service)
+        active, state = node.wait_active(node.params["restart_timeout"])
+        details["active_after_rollback"] = active
+        details["state_after_rollback"] = state
+    return details
+
+
+def run_module(module):
+    """observe -> plan -> apply -> verify -> restart -> health check (rollback on failure)."""
+    params = module.params
+    want = validate(params)
+    host = HostRoot(params["host_root"])
+    commands = HostCommands(module, host)
+    node = Containerd(module, host, commands)
+    result = Result()
+    plans, restart, unit_changed, dummy_eff = plan(module, node, want, result)
+    if unit_changed and node.systemd:
+        result.add(action("run", "systemctl daemon-reload"))
+    if restart and params["restart"]:
+        if not node.systemd:
+            raise ApplyError("restart=true but systemd cannot be asked about %s (systemctl show failed)" % node.service)
+        result.add(action("restart", node.service))
+    elif restart:
+        result.need_restart(node.service)
+    if module.check_mode or not result.changed:
+        return result.as_dict(with_diff=module._diff)
+
+    backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
+    if backups:
+        result.extra["backup_files"] = backups
+    if unit_changed and node.systemd:
+        rc, dummy_out, err = node.systemctl("daemon-reload")
+        if rc != 0:
+            details = restore(node, plans, unit_changed, False)
+            raise ApplyError("systemctl daemon-reload failed: %s; the files were restored" % err.strip(), details,
+                             result.as_dict())
+    eff = node.dump(True)
+    missing = ctd.verify_effective(eff, want, node.version)
+    if missing:
+        details = restore(node, plans, unit_changed, False)
+        details["not_effective"] = missing
+        raise VerifyError("after editing, `containerd config dump` still does not show %s (another file overrides "
+                          "it, or a key is misplaced); the files were restored and containerd was not restarted"
+                          % ", ".join(missing), details, result.as_dict())
+    if node.systemd:
+        rc, out, dummy_err = node.systemctl("show", node.service, "-p", "LimitMEMLOCK")
+        shown = out.strip().split("=", 1)[-1] if rc == 0 else ""
+        if shown and ctd.parse_systemd_limit(shown) != want["memlock"]:
+            details = restore(node, plans, unit_changed, False)
+            raise VerifyError("systemd reports LimitMEMLOCK=%s for %s after the change, not %s; the files were restored"
+                              % (shown, node.service, ctd.render_limit(want["memlock"])), details, result.as_dict())
+    if restart and params["restart"]:
+        restart_and_check(node, want, plans, unit_changed, result)
+    return result.as_dict(with_diff=module._diff)
+
+
+def restart_and_check(node, want, plans, unit_changed, result):
+    """Restart, then: active, answering, running with the wanted memlock.  Any failure rolls everything back."""
+    rc, dummy_out, err = node.systemctl("restart", node.service)
+    problem = None
+    if rc != 0:
+        problem = "systemctl restart %s failed: %s" % (node.service, err.strip())
+    else:
+        active, state = node.wait_active(node.params["restart_timeout"])
+        if not active:
+            problem = "%s is %s after the restart" % (node.service, state or "not active")
+        else:
+            running = node.running()
+            memlock = running["memlock"] if running else None
+            if not running:
+                problem = "%s has no main process after the restart" % node.service
+            elif memlock and memlock["hard"] != want["memlock"]:
+                problem = "%s runs with memlock %s, not %s" % (node.service, ctd.render_limit(memlock["hard"]),
+                                                               ctd.render_limit(want["memlock"]))
+            else:
+                result.observed["restarted"] = {"pid": running["pid"],
+                                                "memlock": dict((k, ctd.render_limit(v)) for k, v in memlock.items())
+                                                if memlock else None}
+    if problem is None:
+        return
+    journal = node.journal()
+    details = restore(node, plans, unit_changed, True)
+    details["journal"] = journal
+    raise ApplyError("%s; the files were restored and %s restarted again (%s)"
+                     % (problem, node.service, "active" if details.get("active_after_rollback") else
+                        "NOT active: %s" % details.get("state_after_rollback")), details, result.as_dict())
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            memlock=dict(type="str", default="unlimited"),
+            nofile=dict(type="int", default=1048576),
+            config=dict(type="path", default="/etc/containerd/config.toml"),
+            base_runtime_spec=dict(type="path", default="/etc/containerd/cri-base.json"),
+            runtimes=dict(type="list", elements="str", default=[]),
+            cdi=dict(type="bool", default=True),
+            cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+            unit_dropin=dict(type="path", default="/etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf"),
+            service=dict(type="str", default="containerd"),
+            restart=dict(type="bool", default=False),
+            restart_timeout=dict(type="int", default=60),
+            backup=dict(type="bool", default=False),
+            host_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run_module(module))
+    except RdmaNodeError as exc:
+        module.fail_json(**exc.to_fail_kwargs())
+
+
+if __name__ == "__main__":
+    main()

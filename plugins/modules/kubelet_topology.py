@@ -1,0 +1,481 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: kubelet_topology
+short_description: Set the kubelet's Topology Manager and the CPU/memory manager settings it needs
+version_added: 0.1.0
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+description:
+  - Sets C(topologyManagerPolicy), C(topologyManagerScope), C(topologyManagerPolicyOptions), C(cpuManagerPolicy)
+    with C(reservedSystemCPUs), and C(memoryManagerPolicy) with C(reservedMemory) in the KubeletConfiguration.
+  - Refuses, before writing anything and with the reason, what the kubelet would refuse at start (and crash-loop on)
+    an unknown policy, an option the installed kubelet does not accept, C(static) CPU manager without reserved CPUs,
+    C(Static) memory manager whose reserved memory does not equal kube + system reserved + the hard eviction
+    threshold, reserved CPUs that are not online, NUMA nodes that do not exist.
+  - Writes a drop-in in the kubelet's C(--config-dir) when the kubelet runs with one and is 1.30 or later (it survives
+    C(kubeadm upgrade), which rewrites C(config.yaml)); otherwise edits only the managed top-level keys of
+    C(/var/lib/kubelet/config.yaml) (or the kubelet's C(--config)), keeping the rest of the file as it is.
+  - A change of the CPU or memory manager policy needs the kubelet stopped, its state file
+    (C(cpu_manager_state), C(memory_manager_state)) removed, and a start, so it requires O(restart=true)
+    (drain the node first; the C(kubelet_topology) role can). Other changes restart only with O(restart=true).
+  - After a restart the kubelet must be active and answer C(healthz); otherwise files and state files are restored,
+    the kubelet is started again, and the module fails saying whether it is back.
+extends_documentation_fragment:
+  - rdma.k8s_node.host_root
+  - rdma.k8s_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The diff is per KubeletConfiguration key.
+  idempotent:
+    support: full
+options:
+  topology_manager_policy:
+    description: C(topologyManagerPolicy). Unset leaves it as it is.
+    type: str
+    choices: [none, best-effort, restricted, single-numa-node]
+  topology_manager_scope:
+    description: C(topologyManagerScope).
+    type: str
+    choices: [container, pod]
+  topology_manager_policy_options:
+    description:
+      - "C(topologyManagerPolicyOptions), for example C({prefer-closest-numa-nodes: \"true\"})."
+      - C(prefer-closest-numa-nodes) needs kubelet 1.28 (1.26 with the alpha gate), C(max-allowable-numa-nodes) 1.31,
+        C(numa-allocation-strategy) and C(numa-score-weights) 1.38 with C(featureGates.TopologyManagerPolicyAlphaOptions).
+    type: dict
+  cpu_manager_policy:
+    description: C(cpuManagerPolicy). V(static) needs O(reserved_system_cpus) or a CPU reservation in the config.
+    type: str
+    choices: [none, static]
+  reserved_system_cpus:
+    description: C(reservedSystemCPUs), a CPU list such as V(0-1,32-33); every CPU must be online.
+    type: str
+  memory_manager_policy:
+    description: C(memoryManagerPolicy) (capitalised). V(Static) needs O(reserved_memory).
+    type: str
+    choices: [None, Static]
+  reserved_memory:
+    description: C(reservedMemory) per NUMA node.
+    type: list
+    elements: dict
+    suboptions:
+      numa_node:
+        description: NUMA node number.
+        type: int
+        required: true
+      limits:
+        description: "Reserved amounts, for example C({memory: 1124Mi})."
+        type: dict
+        required: true
+  mode:
+    description:
+      - V(auto) writes a drop-in when the kubelet runs with C(--config-dir) and is 1.30 or later, else edits the config file.
+      - V(dropin) and V(config) force one; V(dropin) fails when the kubelet has no C(--config-dir).
+    type: str
+    choices: [auto, dropin, config]
+    default: auto
+  dropin_name:
+    description: File name of the drop-in this module owns in the C(--config-dir) directory.
+    type: str
+    default: 50-rdma-k8s-node-topology.conf
+  config:
+    description: The kubelet config file when the kubelet's flags do not name one.
+    type: path
+    default: /var/lib/kubelet/config.yaml
+  restart:
+    description: Restart the kubelet when the change has not reached it (required for a CPU/memory manager policy change).
+    type: bool
+    default: false
+  restart_timeout:
+    description: Seconds to wait for the kubelet to be active and healthy after a restart.
+    type: int
+    default: 60
+  healthz_url:
+    description: The kubelet's health endpoint.
+    type: str
+    default: http://127.0.0.1:10248/healthz
+  backup:
+    description: Keep a timestamped copy of each edited file next to it.
+    type: bool
+    default: false
+requirements:
+  - PyYAML on the node (C(python3-yaml)).
+notes:
+  - The kubelet's flags are read from its running process, C(/var/lib/kubelet/kubeadm-flags.env) and
+    C(/etc/default/kubelet); its version from C(kubelet --version).
+seealso:
+  - module: rdma.k8s_node.containerd_rdma
+"""
+
+EXAMPLES = r"""
+- name: NUMA-aligned pods for GPUs and RDMA NICs
+  rdma.k8s_node.kubelet_topology:
+    topology_manager_policy: single-numa-node
+    topology_manager_scope: pod
+    cpu_manager_policy: static
+    reserved_system_cpus: "0-1"
+    restart: true
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a file changed or the kubelet was restarted (or would be, in check mode).
+  returned: always
+  type: bool
+actions:
+  description: The steps taken, or that would be taken in check mode, in order.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"action": "create_file", "target": "/etc/kubernetes/kubelet.conf.d/50-rdma-k8s-node-topology.conf", "mode": "0644"}]
+reboot_required:
+  description: Always false.
+  returned: always
+  type: bool
+restart_required:
+  description: C([kubelet]) when the change needs a restart that O(restart) did not allow.
+  returned: always
+  type: list
+  elements: str
+changes:
+  description: Per key, the persisted effective value before and the value after.
+  returned: always
+  type: dict
+  sample: {"topologyManagerPolicy": {"before": "none", "after": "single-numa-node"}}
+target:
+  description: Where the settings are persisted (C(mode) dropin or config, and the path).
+  returned: always
+  type: dict
+  sample: {"mode": "dropin", "path": "/etc/kubernetes/kubelet.conf.d/50-rdma-k8s-node-topology.conf"}
+observed:
+  description: What the module read.
+  returned: always
+  type: dict
+  contains:
+    kubelet_version:
+      description: The installed kubelet's version.
+      type: str
+    persisted:
+      description: The managed keys as the config file and drop-ins set them.
+      type: dict
+    state_files:
+      description: C(policyName) of each manager state file (null when absent).
+      type: dict
+  sample: {"kubelet_version": "1.31.4", "persisted": {"topologyManagerPolicy": "none"},
+           "state_files": {"/var/lib/kubelet/cpu_manager_state": "none"}}
+removed_state_files:
+  description: State files removed because their manager's policy changed.
+  returned: always
+  type: list
+  elements: str
+diff:
+  description: Per-key before and after (with C(--diff)).
+  returned: when diff mode is on and something changes
+  type: dict
+"""
+
+import json
+import os
+import shutil
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
+    ApplyError, InputError, ParseError, RdmaNodeError,
+)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+
+try:
+    import yaml
+    HAS_YAML = True
+    YAML_ERROR = None
+except ImportError:
+    HAS_YAML = False
+    YAML_ERROR = traceback.format_exc()
+
+FLAG_FILES = ("/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet")
+
+
+def load_yaml(text, path):
+    """A KubeletConfiguration document as a dict; malformed YAML is a ParseError naming the file."""
+    try:
+        data = yaml.safe_load(text) if text and text.strip() else {}
+    except yaml.YAMLError as exc:
+        raise ParseError("%s is not valid YAML: %s" % (path, str(exc).replace("\n", " ")), {"path": path}) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ParseError("%s must hold a YAML mapping (a KubeletConfiguration)" % path, {"path": path})
+    return data
+
+
+def dump_yaml(data):
+    return yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
+
+
+class Kubelet:
+    """The node's kubelet: version, flags, config file and drop-ins, state files, service."""
+
+    def __init__(self, module, host, commands):
+        self.module = module
+        self.host = host
+        self.commands = commands
+
+    def version(self):
+        if not self.commands.find("kubelet"):
+            raise ApplyError("kubelet is not installed on the node")
+        rc, out, err = self.commands.run(["kubelet", "--version"])
+        if rc != 0:
+            raise ApplyError("kubelet --version failed: %s" % (err or out).strip())
+        return kub.parse_kubelet_version(out)
+
+    def flags(self):
+        """Flags of the running kubelet (its /proc cmdline) over those of kubeadm's and the distribution's env files."""
+        flags = {}
+        for path in FLAG_FILES:
+            for line in (self.host.read_text(path) or "").splitlines():
+                if "=" in line and not line.lstrip().startswith("#"):
+                    flags.update(kub.parse_flags(line.split("=", 1)[1]))
+        pid = self.main_pid()
+        if pid:
+            cmdline = (self.host.read_text("/proc/%d/cmdline" % pid) or "").replace("\0", " ")
+            flags.update(kub.parse_flags(cmdline))
+        return flags
+
+    def main_pid(self):
+        rc, out, dummy_err = self.commands.run_kernel(["systemctl", "show", "kubelet", "-p", "MainPID", "--value"])
+        if rc == 0 and out.strip().isdigit() and int(out.strip()):
+            return int(out.strip())
+        return None
+
+    def cpus_online(self):
+        text = self.host.read_attr("/sys/devices/system/cpu/online")
+        return kub.parse_cpuset(text, "/sys/devices/system/cpu/online") if text else set()
+
+    def numa_nodes(self):
+        return set(int(n[4:]) for n in self.host.listdir("/sys/devices/system/node") if n.startswith("node") and n[4:].isdigit())
+
+    def state_policy(self, path):
+        text = self.host.read_text(path)
+        if text is None:
+            return None
+        try:
+            return json.loads(text).get("policyName")
+        except (ValueError, AttributeError):
+            return "unreadable"
+
+    def systemctl(self, *args):
+        return self.commands.run_kernel(["systemctl"] + list(args))
+
+    def healthy(self, timeout, url):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            rc, out, dummy_err = self.systemctl("is-active", "kubelet")
+            if rc == 0:
+                try:
+                    body = open_url(url, timeout=5, validate_certs=False).read()
+                    if body.strip() == b"ok":
+                        return True, "ok"
+                    last = body.decode("utf-8", "replace")[:200]
+                except Exception as exc:  # pylint: disable=broad-except
+                    last = str(exc)
+            else:
+                last = out.strip()
+            time.sleep(1)
+        return False, last
+
+
+def persisted_config(node, target, config_path, dropin_path):
+    """(config.yaml data, drop-in data list, merged) with the kubelet's merge order; our drop-in left out."""
+    config_text = node.host.read_text(config_path)
+    base = load_yaml(config_text or "", config_path)
+    merged = dict(base)
+    if target[0] == "dropin":
+        for name in node.host.listdir(target[1]):
+            path = target[1].rstrip("/") + "/" + name
+            if name.endswith(".conf") and path != dropin_path:
+                merged = kub.merge(merged, load_yaml(node.host.read_text(path) or "", path))
+    return base, merged
+
+
+def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too-many-statements
+    params = module.params
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML (python3-yaml)"), exception=YAML_ERROR)
+    if params["reserved_system_cpus"] is not None:
+        kub.parse_cpuset(params["reserved_system_cpus"], "reserved_system_cpus")
+    name = params["dropin_name"]
+    if "/" in name or not name.endswith(".conf"):
+        raise InputError("dropin_name must be a file name ending in .conf (the kubelet reads nothing else), got %r" % name)
+    want = kub.desired_settings(params)
+    if not want:
+        raise InputError("nothing to do: set at least one of topology_manager_policy, topology_manager_scope, "
+                         "topology_manager_policy_options, cpu_manager_policy, reserved_system_cpus, memory_manager_policy, "
+                         "reserved_memory")
+    host = HostRoot(params["host_root"])
+    commands = HostCommands(module, host)
+    node = Kubelet(module, host, commands)
+    version = node.version()
+    flags = node.flags()
+    target = kub.choose_target(params["mode"], version, flags, params["config"])
+    config_path = flags.get("config", params["config"])
+    dropin_path = target[1].rstrip("/") + "/" + name if target[0] == "dropin" else None
+    base, current = persisted_config(node, target, config_path, dropin_path)
+    ours = {}
+    if dropin_path:
+        ours = load_yaml(host.read_text(dropin_path) or "", dropin_path)
+        current_with_ours = kub.merge(current, ours)
+    else:
+        current_with_ours = current
+    for warning in kub.validate(want, current_with_ours, version, node.cpus_online(), node.numa_nodes()):
+        module.warn(warning)
+    changes = kub.key_changes(current_with_ours, want)
+    result = Result()
+    result.observed = {"kubelet_version": ".".join(str(p) for p in version),
+                       "persisted": dict((k, current_with_ours.get(k)) for k in kub.MANAGED_KEYS if k in current_with_ours),
+                       "state_files": dict((p, node.state_policy(p)) for p in kub.STATE_FILES.values())}
+    result.extra.update({"changes": changes, "target": {"mode": target[0], "path": dropin_path or config_path},
+                         "removed_state_files": []})
+    if target[0] == "dropin":
+        content = dict(ours) if ours else {}
+        content.setdefault("apiVersion", "kubelet.config.k8s.io/v1beta1")
+        content.setdefault("kind", "KubeletConfiguration")
+        content.update(want)
+        state = observe_file(host, dropin_path)
+        plans = [plan_file(state, "# Managed by rdma.k8s_node.kubelet_topology\n" + dump_yaml(content), 0o644)]
+    else:
+        state = observe_file(host, config_path)
+        if not state.exists:
+            raise ApplyError("%s does not exist: the kubelet is not configured by a config file (kubeadm writes one)" % config_path)
+        text = state.content
+        for key in kub.MANAGED_KEYS:
+            if key in want and base.get(key) != want[key]:
+                text = kub.replace_top_level(text, key, dump_yaml({key: want[key]}))
+        check = load_yaml(text, config_path + " (after editing)")
+        for key, value in want.items():
+            if check.get(key) != value:
+                raise ApplyError("editing %s did not give %s=%r" % (config_path, key, value))
+        plans = [plan_file(state, text, state.mode, state.uid, state.gid)]
+    plans = [p for p in plans if p.changed]
+    if module._diff and changes:
+        result.diffs.append({"before": dict((k, v["before"]) for k, v in changes.items()),
+                             "after": dict((k, v["after"]) for k, v in changes.items()),
+                             "before_header": "KubeletConfiguration (%s)" % (dropin_path or config_path),
+                             "after_header": "KubeletConfiguration (%s)" % (dropin_path or config_path)})
+    for plan in plans:
+        result.add(plan.action())
+    stale_states = kub.state_files_to_remove(changes)
+    # a state file written under another policy (a previous run without the restart, or by hand)
+    for key, path in kub.STATE_FILES.items():
+        wanted = kub.merge(current_with_ours, want).get(key, kub.DEFAULTS[key])
+        policy = result.observed["state_files"][path]
+        if policy is not None and policy.lower() != str(wanted).lower() and path not in stale_states:
+            stale_states.append(path)
+    if stale_states and not params["restart"]:
+        raise InputError("changing %s needs restart=true (drain the node first): the kubelet must be stopped while %s "
+                         "is removed, or it crash-loops on the next start" % (", ".join(sorted(
+                             k for k, p in kub.STATE_FILES.items() if p in stale_states)), ", ".join(stale_states)))
+    needs_restart = bool(plans) or bool(stale_states)
+    if needs_restart and params["restart"]:
+        for path in stale_states:
+            if host.exists(path):
+                result.add(action("delete_file", path))
+        result.add(action("restart", "kubelet"))
+    elif needs_restart:
+        result.need_restart("kubelet")
+    if module.check_mode or not result.changed:
+        return result.as_dict(with_diff=module._diff)
+
+    saved_states = []
+    if needs_restart and params["restart"]:
+        node.systemctl("stop", "kubelet")
+        for path in stale_states:
+            local = host.path(path)
+            if os.path.exists(local):
+                shutil.move(local, local + ".rdma-k8s-node-rollback")
+                saved_states.append(path)
+                result.extra["removed_state_files"].append(path)
+    try:
+        backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
+    except ApplyError as exc:
+        _restore_states(host, saved_states)
+        if saved_states or (needs_restart and params["restart"]):
+            node.systemctl("start", "kubelet")
+        raise ApplyError(exc.msg + "; the state files were put back and the kubelet started again", exc.details,
+                         result.as_dict()) from exc
+    if backups:
+        result.extra["backup_files"] = backups
+    if needs_restart and params["restart"]:
+        node.systemctl("restart", "kubelet")
+        ok, why = node.healthy(params["restart_timeout"], params["healthz_url"])
+        if not ok:
+            restored = revert(host, plans)
+            _restore_states(host, saved_states)
+            node.systemctl("restart", "kubelet")
+            back, dummy_why = node.healthy(params["restart_timeout"], params["healthz_url"])
+            raise ApplyError("the kubelet did not become healthy after the change (%s); the files%s were restored and the "
+                             "kubelet restarted again (%s)"
+                             % (why, " and state files" if saved_states else "", "healthy" if back else "STILL NOT healthy"),
+                             {"restored": restored + saved_states, "healthy_after_rollback": back}, result.as_dict())
+        for path in saved_states:
+            os.unlink(host.path(path) + ".rdma-k8s-node-rollback")
+    return result.as_dict(with_diff=module._diff)
+
+
+def _restore_states(host, saved):
+    for path in saved:
+        local = host.path(path)
+        os.replace(local + ".rdma-k8s-node-rollback", local)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            topology_manager_policy=dict(type="str", choices=list(kub.TOPOLOGY_POLICIES)),
+            topology_manager_scope=dict(type="str", choices=list(kub.TOPOLOGY_SCOPES)),
+            topology_manager_policy_options=dict(type="dict"),
+            cpu_manager_policy=dict(type="str", choices=list(kub.CPU_POLICIES)),
+            reserved_system_cpus=dict(type="str"),
+            memory_manager_policy=dict(type="str", choices=list(kub.MEMORY_POLICIES)),
+            reserved_memory=dict(type="list", elements="dict", options=dict(
+                numa_node=dict(type="int", required=True),
+                limits=dict(type="dict", required=True),
+            )),
+            mode=dict(type="str", default="auto", choices=["auto", "dropin", "config"]),
+            dropin_name=dict(type="str", default="50-rdma-k8s-node-topology.conf"),
+            config=dict(type="path", default="/var/lib/kubelet/config.yaml"),
+            restart=dict(type="bool", default=False),
+            restart_timeout=dict(type="int", default=60),
+            healthz_url=dict(type="str", default="http://127.0.0.1:10248/healthz"),
+            backup=dict(type="bool", default=False),
+            host_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run_module(module))
+    except RdmaNodeError as exc:
+        module.fail_json(**exc.to_fail_kwargs())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""_containerd: limits, versions, unit drop-in order, base spec, effective config and file choice (pure)."""
+
+import json
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
+
+INF = 18446744073709551615
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("unlimited", INF), ("infinity", INF), ("4194304", 4194304), ("64M", 64 << 20), ("8k", 8192), (" 1G ", 1 << 30),
+])
+def test_parse_limit(value, expected):
+    assert ctd.parse_limit(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "-1", "0", "lots", "18446744073709551615", "16E", "1.5M"])
+def test_parse_limit_rejects(value):
+    with pytest.raises(InputError) as info:
+        ctd.parse_limit(value)
+    assert info.value.msg.startswith("memlock ")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3", (1, 6, 20)),
+    ("containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da", (1, 7, 27)),
+    ("containerd github.com/containerd/containerd/v2 v2.1.9 unknown", (2, 1, 9)),
+    ("containerd github.com/containerd/containerd/v2 2.1.9+unknown", (2, 1, 9)),
+])
+def test_parse_version(text, expected):
+    assert ctd.parse_version(text) == expected
+
+
+def test_parse_version_garbage():
+    with pytest.raises(ParseError):
+        ctd.parse_version("ctr: command not found")
+
+
+@pytest.mark.parametrize("version,support", [((1, 6, 20), "absent"), ((1, 7, 0), "optional"), ((2, 0, 0), "default")])
+def test_cdi_support(version, support):
+    assert ctd.cdi_support(version) == support
+
+
+def test_unit_limit_follows_systemd_order():
+    unit = ("/lib/systemd/system/containerd.service", "[Service]\nLimitNOFILE=infinity\nLimitMEMLOCK=8M\n")
+    dropins = [
+        (0, "/etc/systemd/system/containerd.service.d/50-rdma.conf", "[Service]\nLimitMEMLOCK=infinity\n"),
+        (3, "/usr/lib/systemd/system/containerd.service.d/10-vendor.conf", "[Service]\nLimitMEMLOCK=64K\n"),
+        (3, "/usr/lib/systemd/system/containerd.service.d/50-rdma.conf", "[Service]\nLimitMEMLOCK=1\n"),  # masked
+    ]
+    ordered = ctd.order_unit_files(unit[0], unit[1], dropins)
+    assert [p for p, dummy in ordered] == [unit[0], dropins[1][1], dropins[0][1]]
+    assert ctd.unit_limit(ordered) == (INF, dropins[0][1])
+    later = dropins + [(0, "/etc/systemd/system/containerd.service.d/90-other.conf", "[Unit]\nX=1\n[Service]\nLimitMEMLOCK=16M\n")]
+    assert ctd.unit_limit(ctd.order_unit_files(unit[0], unit[1], later)) == (16 << 20, later[-1][1])
+
+
+def test_unit_limit_empty_assignment_resets():
+    files = [("/u", "[Service]\nLimitMEMLOCK=8M\n"), ("/d", "[Service]\nLimitMEMLOCK=\n")]
+    assert ctd.unit_limit(files) == (None, "/d")
+
+
+def test_proc_limits():
+    text = ("Limit                     Soft Limit           Hard Limit           Units     \n"
+            "Max locked memory         8388608              unlimited            bytes     \n")
+    assert ctd.parse_proc_limits(text) == {"soft": 8388608, "hard": INF}
+
+
+def oci_spec(realdata=None):
+    if realdata is not None:
+        return (realdata / "containerd/generated/containerd-v2.1.9_ctr-oci-spec.json").read_text()
+    return json.dumps({"ociVersion": "1.2.1", "process": {"args": ["sh"], "rlimits": [
+        {"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}, {"type": "RLIMIT_CORE", "hard": 0, "soft": 0}]}})
+
+
+def test_base_spec_sets_memlock_and_nofile_exactly():
+    text = ctd.build_base_spec(oci_spec(), INF, 1048576)
+    assert '"hard": 18446744073709551615' in text and "e+19" not in text
+    spec = json.loads(text)
+    assert spec["process"]["rlimits"] == [
+        {"type": "RLIMIT_NOFILE", "hard": 1048576, "soft": 1048576}, {"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
+        {"type": "RLIMIT_MEMLOCK", "hard": INF, "soft": INF}]
+    assert ctd.build_base_spec(oci_spec(), INF, 1048576) == text  # deterministic: idempotent writes
+
+
+@pytest.mark.realdata
+def test_base_spec_from_real_ctr_oci_spec(realdata):
+    spec = json.loads(ctd.build_base_spec(oci_spec(realdata), 4194304, 16384))
+    assert ctd.spec_rlimit(json.dumps(spec), "RLIMIT_MEMLOCK") == {"soft": 4194304, "hard": 4194304}
+    assert ctd.spec_rlimit(json.dumps(spec), "RLIMIT_NOFILE") == {"soft": 16384, "hard": 16384}
+    original = json.loads(oci_spec(realdata))
+    del spec["process"]["rlimits"], original["process"]["rlimits"]
+    assert spec == original
+
+
+def test_base_spec_rejects_non_json():
+    with pytest.raises(ParseError):
+        ctd.build_base_spec("ctr: unknown command", INF, 1024)
+
+
+V2_DUMP = '''version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  enable_cdi = false
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    base_runtime_spec = ""
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]
+    runtime_type = "io.containerd.kata.v2"
+'''
+WANT = {"base_runtime_spec": "/etc/containerd/cri-base.json", "runtimes": [], "cdi": True,
+        "cdi_spec_dirs": ["/etc/cdi", "/var/run/cdi"]}
+
+
+def test_desired_keys_on_1_7_covers_runc_runtimes_and_cdi():
+    eff = ctd.effective(_toml.parse(V2_DUMP))
+    changes, warnings = ctd.desired_keys(eff, WANT, (1, 7, 24))
+    assert changes == [("runtime", "nvidia", "base_runtime_spec", WANT["base_runtime_spec"]),
+                       ("runtime", "runc", "base_runtime_spec", WANT["base_runtime_spec"]),
+                       ("cri", None, "enable_cdi", True)]
+    assert warnings == []
+    assert ctd.key_diff(changes, eff)["runtimes.runc.base_runtime_spec"] == {"before": "", "after": WANT["base_runtime_spec"]}
+
+
+def test_desired_keys_on_1_6_warns_about_cdi():
+    eff = ctd.effective(_toml.parse(V2_DUMP.replace("  enable_cdi = false\n  cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]\n", "")))
+    changes, warnings = ctd.desired_keys(eff, dict(WANT, runtimes=["runc"]), (1, 6, 20))
+    assert changes == [("runtime", "runc", "base_runtime_spec", WANT["base_runtime_spec"])]
+    assert "no CDI support" in warnings[0]
+
+
+def test_named_runtime_must_exist_and_be_runc():
+    eff = ctd.effective(_toml.parse(V2_DUMP))
+    with pytest.raises(InputError) as info:
+        ctd.desired_keys(eff, dict(WANT, runtimes=["runc", "youki"]), (1, 7, 0))
+    assert info.value.msg.startswith("runtimes: youki not configured")
+    with pytest.raises(InputError):
+        ctd.desired_keys(eff, dict(WANT, runtimes=["kata"]), (1, 7, 0))
+
+
+@pytest.mark.realdata
+def test_effective_of_real_2_1_defaults(realdata):
+    text = (realdata / "containerd/generated/containerd-v2.1.9_config-default.toml").read_text()
+    eff = ctd.effective(_toml.parse(text))
+    assert eff["config_version"] == 3 and eff["enable_cdi"] is True
+    changes, dummy = ctd.desired_keys(eff, WANT, (2, 1, 9))
+    assert changes == [("runtime", "runc", "base_runtime_spec", WANT["base_runtime_spec"])]  # CDI already on
+
+
+def doc(text):
+    return _toml.parse(text)
+
+
+def test_choose_files_1x_section_owner_is_last_import_with_cri():
+    main = ("/etc/containerd/config.toml", doc('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+                                               '[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "x"\n'))
+    other = ("/etc/containerd/conf.d/10-debug.toml", doc('version = 2\n[debug]\n  level = "debug"\n'))
+    nvidia = ("/etc/containerd/conf.d/99-nvidia.toml", doc('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'))
+    changes = [("runtime", "runc", "base_runtime_spec", "/s"), ("cri", None, "enable_cdi", True)]
+    edits, dummy = ctd.choose_files([main, other, nvidia], changes, (1, 7, 24))
+    assert edits == {2: [(ctd.CRI_V2 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s"),
+                         (ctd.CRI_V2, "enable_cdi", True)]}
+
+
+def test_choose_files_2x_per_key_and_file_versions():
+    main = ("/etc/containerd/config.toml", doc("version = 2\n"))   # a v2 file on 2.x: v2 paths (migrated in memory)
+    nvidia = ("/etc/containerd/conf.d/99-nvidia.toml", doc(
+        "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n  base_runtime_spec = '/old'\n"))
+    changes = [("runtime", "runc", "base_runtime_spec", "/s"), ("runtime", "nvidia", "base_runtime_spec", "/s")]
+    edits, versions = ctd.choose_files([main, nvidia], changes, (2, 1, 9))
+    assert versions == [2, 3]
+    assert edits == {0: [(ctd.CRI_V2 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s")],
+                     1: [(ctd.CRI_V3 + ("containerd", "runtimes", "nvidia"), "base_runtime_spec", "/s")]}
+
+
+def test_version_1_config_is_refused_with_the_reason():
+    main = ("/etc/containerd/config.toml", doc('[plugins.cri]\n  sandbox_image = "x"\n'))
+    with pytest.raises(ConflictError) as info:
+        ctd.choose_files([main], [("cri", None, "enable_cdi", True)], (1, 7, 0))
+    assert "version 1" in info.value.msg
+
+
+def test_version_3_config_on_1x_is_refused():
+    with pytest.raises(ConflictError):
+        ctd.file_version(doc("version = 3\n"), (1, 7, 0))
+
+
+def test_apply_edits_new_file_gets_native_version():
+    text = ctd.apply_edits("", 3, [(ctd.CRI_V3 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s")], "c")
+    assert text.startswith("version = 3\n")

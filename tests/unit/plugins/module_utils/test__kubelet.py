@@ -1,0 +1,114 @@
+"""_kubelet: every combination the kubelet refuses at start is refused here, with the reason (pure)."""
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+
+CPUS = set(range(16))
+NODES = {0, 1}
+
+
+@pytest.mark.parametrize("want,current,version,message", [
+    ({"topologyManagerPolicy": "numa"}, {}, (1, 30, 0), "topology_manager_policy: 'numa' is not one of"),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}}, {}, (1, 27, 3),
+     "prefer-closest-numa-nodes needs kubelet 1.28 or later or kubelet 1.26+ with featureGates"),
+    ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "16"}}, {}, (1, 30, 0), "needs kubelet 1.31"),
+    ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}}, {}, (1, 31, 0), "integer above 8"),
+    ({"topologyManagerPolicyOptions": {"numa-allocation-strategy": "most-allocated"}}, {}, (1, 38, 0), "featureGates"),
+    ({"topologyManagerPolicyOptions": {"bogus": "1"}}, {}, (1, 38, 0), "unknown option 'bogus'"),
+    ({"cpuManagerPolicy": "static"}, {}, (1, 30, 0), "static needs reserved CPUs"),
+    ({"cpuManagerPolicy": "static"}, {"kubeReserved": {"cpu": "0"}}, (1, 30, 0), "static needs reserved CPUs"),
+    ({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1,16"}, {}, (1, 30, 0), "CPUs 16 are not online"),
+    ({"memoryManagerPolicy": "static"}, {}, (1, 30, 0), "case matters"),
+    ({"memoryManagerPolicy": "Static"}, {}, (1, 30, 0), "needs reserved_memory"),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
+     {"kubeReserved": {"memory": "512Mi"}, "systemReserved": {"memory": "512Mi"}}, (1, 30, 0), "must equal"),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 3, "limits": {"memory": "100Mi"}}]},
+     {}, (1, 30, 0), "NUMA node 3 does not exist"),
+])
+def test_refused_with_reason(want, current, version, message):
+    with pytest.raises(InputError) as info:
+        kub.validate(want, current, version, CPUS, NODES)
+    assert message in info.value.msg
+
+
+@pytest.mark.parametrize("want,current,version", [
+    ({"topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod"}, {}, (1, 27, 0)),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}}, {}, (1, 28, 0)),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}},
+     {"featureGates": {"TopologyManagerPolicyAlphaOptions": True}}, (1, 26, 0)),
+    ({"cpuManagerPolicy": "static"}, {"kubeReserved": {"cpu": "500m"}}, (1, 30, 0)),
+    ({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1,8"}, {}, (1, 30, 0)),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]},
+     {"kubeReserved": {"memory": "512Mi"}, "systemReserved": {"memory": "512Mi"}}, (1, 30, 0)),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "562Mi"}},
+                                                          {"numaNode": 1, "limits": {"memory": "562Mi"}}]},
+     {"kubeReserved": {"memory": "512Mi"}, "systemReserved": {"memory": "512Mi"}}, (1, 30, 0)),
+])
+def test_accepted(want, current, version):
+    kub.validate(want, current, version, CPUS, NODES)
+
+
+def test_more_than_8_numa_nodes_needs_the_option():
+    with pytest.raises(InputError) as info:
+        kub.validate({"topologyManagerPolicy": "restricted"}, {}, (1, 31, 0), CPUS, set(range(16)))
+    assert "max-allowable-numa-nodes" in info.value.msg
+    kub.validate({"topologyManagerPolicy": "restricted", "topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "16"}},
+                 {}, (1, 31, 0), CPUS, set(range(16)))
+
+
+def test_changes_and_state_files():
+    current = {"cpuManagerPolicy": "none", "topologyManagerPolicy": "none"}
+    want = {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1", "topologyManagerPolicy": "none"}
+    changes = kub.key_changes(current, want)
+    assert changes == {"cpuManagerPolicy": {"before": "none", "after": "static"},
+                       "reservedSystemCPUs": {"before": None, "after": "0-1"}}
+    assert kub.state_files_to_remove(changes) == ["/var/lib/kubelet/cpu_manager_state"]
+
+
+def test_dropin_merge_semantics():
+    merged = kub.merge({"topologyManagerPolicyOptions": {"a": "1"}, "reservedMemory": [1, 2]},
+                       {"topologyManagerPolicyOptions": {"b": "2"}, "reservedMemory": [3]})
+    assert merged == {"topologyManagerPolicyOptions": {"a": "1", "b": "2"}, "reservedMemory": [3]}
+
+
+@pytest.mark.parametrize("version,flags,mode,expected", [
+    ((1, 31, 0), {"config-dir": "/etc/kubernetes/kubelet.conf.d"}, "auto", ("dropin", "/etc/kubernetes/kubelet.conf.d")),
+    ((1, 29, 0), {"config-dir": "/etc/kubernetes/kubelet.conf.d"}, "auto", ("config", "/var/lib/kubelet/config.yaml")),
+    ((1, 31, 0), {}, "auto", ("config", "/var/lib/kubelet/config.yaml")),
+    ((1, 31, 0), {"config": "/etc/kubelet.yaml"}, "config", ("config", "/etc/kubelet.yaml")),
+])
+def test_choose_target(version, flags, mode, expected):
+    assert kub.choose_target(mode, version, flags, "/var/lib/kubelet/config.yaml") == expected
+
+
+def test_choose_target_dropin_refused_without_flag():
+    with pytest.raises(InputError):
+        kub.choose_target("dropin", (1, 31, 0), {}, "/var/lib/kubelet/config.yaml")
+
+
+def test_parse_flags_from_kubeadm_env_and_cmdline():
+    env = '"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10"'
+    assert kub.parse_flags(env)["container-runtime-endpoint"] == "unix:///var/run/containerd/containerd.sock"
+    cmd = "/usr/bin/kubelet --config /var/lib/kubelet/config.yaml --config-dir=/etc/kubernetes/kubelet.conf.d --v=2"
+    assert kub.parse_flags(cmd) == {"config": "/var/lib/kubelet/config.yaml", "config-dir": "/etc/kubernetes/kubelet.conf.d",
+                                    "v": "2"}
+
+
+def test_replace_top_level_keeps_everything_else():
+    text = "# kubeadm\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreservedMemory:\n" \
+           "- numaNode: 0\n  limits:\n    memory: 1Gi\n\n# tail comment\nstaticPodPath: /etc/kubernetes/manifests\n"
+    new = kub.replace_top_level(text, "reservedMemory", "reservedMemory:\n- numaNode: 1\n")
+    assert new == "# kubeadm\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreservedMemory:\n" \
+                  "- numaNode: 1\n\n# tail comment\nstaticPodPath: /etc/kubernetes/manifests\n"
+    assert kub.replace_top_level("a: 1\n", "b", "b: 2\n") == "a: 1\nb: 2\n"
+
+
+def test_cpuset_and_quantities():
+    assert kub.parse_cpuset("0-2,8", "x") == {0, 1, 2, 8}
+    assert kub.format_cpuset({0, 1, 2, 8, 10, 11}) == "0-2,8,10-11"
+    assert kub.parse_quantity("1124Mi", "x") == 1124 << 20
+    assert kub.parse_quantity("1G", "x") == 10 ** 9
+    with pytest.raises(InputError):
+        kub.parse_cpuset("0-a", "reserved_system_cpus")
