@@ -6,6 +6,7 @@ directory under .cache/cri/apt, so the machine's own apt configuration is neithe
 sid archive is frozen on this CI's mirror, hence ``Check-Valid-Until=false``.
 """
 
+import fcntl
 import glob
 import importlib
 import os
@@ -49,15 +50,20 @@ def fetch_proto(cache):
 def load(cache_dir):
     """``(api_pb2, api_pb2_grpc)``, generating them under ``cache_dir/gen`` when needed."""
     cache = pathlib.Path(cache_dir).resolve()
+    cache.mkdir(parents=True, exist_ok=True)
     gen = cache / "gen"
-    if not (gen / "api_pb2_grpc.py").exists():
-        proto = fetch_proto(cache)
-        gen.mkdir(parents=True, exist_ok=True)
-        from grpc_tools import protoc  # pylint: disable=import-outside-toplevel
-        rc = protoc.main(["grpc_tools.protoc", "-I%s" % proto.parent, "--python_out=%s" % gen,
-                          "--grpc_python_out=%s" % gen, str(proto)])
-        if rc != 0:
-            raise RuntimeError("protoc failed on %s (rc %s)" % (proto, rc))
+    # one client per molecule platform runs at the same time on a fresh cache: the first fetches and
+    # generates, the others wait for it instead of racing apt's lock and importing half-written modules
+    with open(cache / ".lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (gen / "api_pb2_grpc.py").exists():
+            proto = fetch_proto(cache)
+            gen.mkdir(parents=True, exist_ok=True)
+            from grpc_tools import protoc  # pylint: disable=import-outside-toplevel
+            rc = protoc.main(["grpc_tools.protoc", "-I%s" % proto.parent, "--python_out=%s" % gen,
+                              "--grpc_python_out=%s" % gen, str(proto)])
+            if rc != 0:
+                raise RuntimeError("protoc failed on %s (rc %s)" % (proto, rc))
     if str(gen) not in sys.path:
         sys.path.insert(0, str(gen))
     return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")
