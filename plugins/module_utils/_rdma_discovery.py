@@ -215,6 +215,8 @@ class _Discovery:
                 "phys_state": _state_name(self.reader.attr(base + "/phys_state")),
                 "rate": self.reader.attr(base + "/rate"),
                 "port_guid": port_guid_from_gid(gid0) if link_layer == "InfiniBand" else None,
+                # RoCE: the netdev behind GID 0 (the kernel answers EINVAL here for InfiniBand ports)
+                "netdev": self.reader.attr(base + "/gid_attrs/ndevs/0") if link_layer == "Ethernet" else None,
             })
         return ports
 
@@ -226,6 +228,7 @@ class _Discovery:
             if path is None or not self.host.exists(path):
                 self.reader.problem(entry, "dangling link: the RDMA device's sysfs directory does not exist")
                 path = None
+            ports = self._ports(path) if path else []
             position = topo.pci_path(path) if path else None
             pci = None
             if position is not None:
@@ -236,7 +239,7 @@ class _Discovery:
                 "numa_node": pci.numa_node if pci else None,
                 "driver": pci.driver if pci else None,
                 "netdevs": pci.netdevs() if pci else [],
-                "ports": self._ports(path) if path else [],
+                "ports": ports,
                 "node_guid": self.reader.attr(path + "/node_guid") if path else None,
                 "fw_ver": self.reader.attr(path + "/fw_ver") if path else None,
                 "board_id": self.reader.attr(path + "/board_id") if path else None,
@@ -245,6 +248,9 @@ class _Discovery:
                 "sriov": None,
                 "vfs": [],
             }
+            if not device["netdevs"]:
+                # a device with no PCI function of its own (Soft-RoCE rxe, siw): its netdevs are its ports' GID netdevs
+                device["netdevs"] = sorted(set(p["netdev"] for p in ports if p["netdev"]), key=topo.natural_key)
             if pci is not None:
                 device["pf"] = pci.physfn()
                 device["is_vf"] = device["pf"] is not None

@@ -138,6 +138,11 @@ ansible_facts:
                   type: str
                   returned: always
                   sample: "0002:c903:00f9:bfa1"
+                netdev:
+                  description: On Ethernet (RoCE) ports, the netdev behind GID 0; V(null) on InfiniBand ports.
+                  type: str
+                  returned: always
+                  sample: ens1f0np0
             node_guid:
               description: Node GUID as in sysfs; an all-zero GUID is returned as it is.
               type: str
@@ -292,6 +297,15 @@ ansible_facts:
           returned: always
           type: dict
           sample: {"/kubepods.slice": {"mlx5_0": {"hca_handle": 2, "hca_object": "max"}}}
+        runtime:
+          description:
+            - containerd and kubelet as they run and as they are configured - containerd's version, config version,
+              C(base_runtime_spec) and its memlock, C(enable_cdi), C(LimitMEMLOCK) of the unit and of the running
+              process; the kubelet's config file, topology/CPU/memory manager settings and state-file policies.
+            - Values that cannot be read are null, with the reason in its own C(problems) list.
+          type: dict
+          returned: always
+          sample: {"containerd": {"version": "1.7.24", "config_version": 2}, "kubelet": {"config": null}}
         problems:
           description: Files that exist but could not be read or parsed.
           returned: always
@@ -302,8 +316,9 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
+from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import runtime_facts
 
 
 def main():
@@ -314,7 +329,9 @@ def main():
         supports_check_mode=True,
     )
     try:
-        facts = gather(HostRoot(module.params["host_root"]))
+        host = HostRoot(module.params["host_root"])
+        facts = gather(host)
+        facts["runtime"] = runtime_facts(host, HostCommands(module, host))
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

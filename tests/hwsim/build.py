@@ -121,6 +121,21 @@ def _sriov(tree: Tree, node: Node, pf: Pf, base: str) -> None:
     tree.add_value(f"{base}/sriov_vf_device", f"{pf.dev.model.vf_device:x}")
     for vf in pf.vfs:
         tree.add_link(f"{base}/virtfn{vf.index}", _dev_dir(vf.dev))
+    if node.spec.ofed and pf.card.is_mlx and pf.link_layer == "InfiniBand":
+        _ofed_sriov(tree, node, pf, base)
+
+
+def _ofed_sriov(tree: Tree, node: Node, pf: Pf, base: str) -> None:
+    """MLNX/DOCA OFED only (mlnx-ofa_kernel mlx5 sriov_sysfs.c, not mainline): sriov/<vf>/{node,port,policy}."""
+    for vf in pf.vfs:
+        idx = vf.index
+        admin = pf.admin[idx]
+        tree.add_file(f"{base}/sriov/{idx}/node", lambda a=admin: fmt.guid_colons(a.node_guid) + "\n",
+                      lambda text, i=idx: node.store_ofed_vf(pf, i, "node", text))
+        tree.add_file(f"{base}/sriov/{idx}/port", lambda a=admin: fmt.guid_colons(a.port_guid) + "\n",
+                      lambda text, i=idx: node.store_ofed_vf(pf, i, "port", text))
+        tree.add_file(f"{base}/sriov/{idx}/policy", lambda i=idx: node.ofed_policy(pf, i) + "\n",
+                      lambda text, i=idx: node.store_ofed_vf(pf, i, "policy", text))
 
 
 def _drivers(tree: Tree, node: Node) -> None:

@@ -201,6 +201,17 @@ def _mstconfig_set(node: Node, cmd: dict[str, Any]) -> Any:
     return {key: {"next": old, "new": new} for key, (old, new) in changes.items()}
 
 
+def _devlink_eswitch_show(node: Node, cmd: dict[str, Any]) -> Any:
+    with node.lock:
+        pf = node.eswitch_pf(cmd["bdf"])
+        return {"bdf": pf.dev.bdf, "mode": pf.eswitch, "inline-mode": "none", "encap-mode": "basic"}
+
+
+def _devlink_eswitch_set(node: Node, cmd: dict[str, Any]) -> Any:
+    node.eswitch_set(cmd["bdf"], cmd["mode"])
+    return None
+
+
 def _ofed_info(node: Node, dummy_cmd: dict[str, Any]) -> Any:
     return {"version": node.spec.ofed}
 
@@ -214,6 +225,7 @@ def _dump(node: Node, dummy_cmd: dict[str, Any]) -> Any:
             "delays": dict(node.delays), "faults": [fault.describe() for fault in node.faults.list()],
             "netdevs": sorted(node.netdevs), "ibdevs": sorted(node.ibdevs), "boot_log": list(node.boot_log),
             "pfs": {pf.dev.bdf: {"numvfs": pf.numvfs, "totalvfs": pf.totalvfs, "vfs": [vf.dev.bdf for vf in pf.vfs],
+                                 "eswitch": pf.eswitch,
                                  "admin": {idx: {"node_guid": fmt.guid_colons(a.node_guid),
                                                  "port_guid": fmt.guid_colons(a.port_guid),
                                                  "link_state": a.link_state} for idx, a in pf.admin.items()}}
@@ -240,5 +252,7 @@ COMMANDS: dict[str, Handler] = {
     "mstconfig_query": _mstconfig_query,
     "mstconfig_set": _mstconfig_set,
     "ofed_info": _ofed_info,
+    "devlink_eswitch_show": _devlink_eswitch_show,
+    "devlink_eswitch_set": _devlink_eswitch_set,
     "dump": _dump,
 }

@@ -21,6 +21,10 @@ from .spec import DeviceSpec, FunctionSpec, Spec, function_bdfs
 from .vfs import Dir, File, Link, Tree
 
 MLX5 = "mlx5_core"
+#: pseudo-path of rtnetlink VF operations for fault injection: rtnl/<ifname>/vf/<N>
+RTNL = "rtnl"
+#: mlx5 OFED sriov_sysfs.c policy words <-> the netlink link-state names (mlx5 net_to_mlx_policy)
+OFED_POLICY = {"Down": "disable", "Up": "enable", "Follow": "auto"}
 
 
 @dataclass
@@ -78,6 +82,7 @@ class Pf:
     vfs: list[Vf] = field(default_factory=list)
     admin: dict[int, VfAdmin] = field(default_factory=dict)
     generation: int = 0
+    eswitch: str = "legacy"
 
     @property
     def link_layer(self) -> str:
@@ -271,6 +276,7 @@ class Node:
                 pf.vfs = []
                 pf.admin = {}
                 pf.autoprobe = True
+                pf.eswitch = "legacy"
                 pf.generation += 1
                 pf.dev.klass = (CLASS_IB if pf.link_layer == "InfiniBand" else CLASS_ETH) if card.is_mlx else pf.dev.klass
 
@@ -690,6 +696,7 @@ class Node:
         spoofchk only on Ethernet PFs (ipoib lacks those ndo ops). A VF index past num_vfs is EINVAL (rtnetlink).
         GUID changes reach the VF only when its driver re-probes (unbind/bind), as on mlx5.
         """
+        self.faults.check("write", f"{RTNL}/{ifname}/vf/{vf_index}", lambda path: path)
         with self.lock:
             netdev = self.netdev(ifname)
             pf = netdev.dev.pf if netdev.dev is not None else None
@@ -715,6 +722,51 @@ class Node:
                     setattr(admin, key, int(value))
                 else:
                     raise fmt.oserror(errno.EINVAL, key)
+
+    def store_ofed_vf(self, pf: Pf, vf_index: int, attr: str, text: str) -> None:
+        """MLNX/DOCA OFED ``sriov/<vf>/{node,port,policy}`` stores (mlnx-ofa_kernel mlx5 sriov_sysfs.c).
+
+        node/port: ``sscanf("%02x:%02x:...")`` must give 8 octets, else EINVAL; the value goes to the VF's vport
+        context (and the driver's vfs_ctx, so netlink reads it back). policy: exactly Down, Up or Follow, else EINVAL.
+        """
+        with self.lock:
+            admin = pf.admin.get(vf_index)
+            if admin is None:
+                raise fmt.oserror(errno.ENODEV)
+            if attr == "policy":
+                word = text.strip()
+                if word not in OFED_POLICY:
+                    raise fmt.oserror(errno.EINVAL)
+                admin.link_state = OFED_POLICY[word]
+                return
+            octets = text.strip().split(":")
+            if len(octets) != 8 or not all(re.fullmatch(r"[0-9a-fA-F]{1,2}", octet) for octet in octets):
+                raise fmt.oserror(errno.EINVAL)
+            setattr(admin, "node_guid" if attr == "node" else "port_guid", int("".join(o.zfill(2) for o in octets), 16))
+
+    def ofed_policy(self, pf: Pf, vf_index: int) -> str:
+        """policy_show(): the word for the VF's vport state policy."""
+        state = pf.admin[vf_index].link_state
+        return next(word for word, name in OFED_POLICY.items() if name == state)
+
+    def eswitch_pf(self, bdf: str) -> Pf:
+        """The PF behind `devlink dev eswitch ... pci/<bdf>`: ENODEV unknown; EOPNOTSUPP without an mlx5 Ethernet
+        eswitch (mlx5 has no eswitch on an InfiniBand port, and other drivers here implement no eswitch ops)."""
+        dev = self.devices.get(bdf)
+        if dev is None or dev.pf is None:
+            raise fmt.oserror(errno.ENODEV, bdf)
+        pf = dev.pf
+        if not pf.card.is_mlx or pf.link_layer != "Ethernet":
+            raise fmt.oserror(errno.EOPNOTSUPP, bdf)
+        return pf
+
+    def eswitch_set(self, bdf: str, mode: str) -> None:
+        """`devlink dev eswitch set pci/<bdf> mode legacy|switchdev` (same mode: no-op). [inference] current mlx5
+        allows the change with VFs enabled (it disables and re-enables the eswitch), so no EBUSY is modelled."""
+        if mode not in ("legacy", "switchdev"):
+            raise fmt.oserror(errno.EINVAL, mode)
+        with self.lock:
+            self.eswitch_pf(bdf).eswitch = mode
 
     def set_link(self, ifname: str, mtu: int | None = None, up: bool | None = None) -> None:
         """`ip link set dev X mtu N | up | down` on a simulated netdev; MTU range as the drivers enforce it."""

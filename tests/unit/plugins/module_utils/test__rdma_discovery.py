@@ -56,7 +56,7 @@ def test_mlx4_connectx3_on_numa1(captures):
     assert mlx4["fw_ver"] == "2.11.500"
     assert mlx4["netdevs"] == ["ib0"]
     assert mlx4["ports"] == [{"port": 1, "link_layer": "InfiniBand", "state": "ACTIVE", "phys_state": "LinkUp",
-                              "rate": "56 Gb/sec (4X FDR)", "port_guid": "0002:c903:00f9:bfa1"}]
+                              "rate": "56 Gb/sec (4X FDR)", "port_guid": "0002:c903:00f9:bfa1", "netdev": None}]
     assert (mlx4["is_vf"], mlx4["pf"], mlx4["sriov"], mlx4["vfs"]) == (False, None, None, [])
     assert facts["mtu"] == {"ib0": 2044}
     assert set(facts["sysctl"]) == {"all", "default", "ib0"}
@@ -544,3 +544,18 @@ def test_physfn_and_virtfn_as_regular_files_are_problems(tmp_path):
         {"path": vf + "/physfn", "error": "physfn entry is not a link to a PCI function"},
         {"path": pf + "/virtfn0", "error": "virtfn entry is not a link to a PCI function"},
     ]
+
+
+def test_soft_roce_device_without_pci_takes_its_netdev_from_the_gid_table(tmp_path):
+    """rxe/siw devices live under /sys/devices/virtual: their netdev is the one behind GID 0 of the port."""
+    ib = tmp_path / "sys/devices/virtual/infiniband/rxe0"
+    (ib / "ports/1/gid_attrs/ndevs").mkdir(parents=True)
+    (ib / "ports/1/link_layer").write_text("Ethernet\n")
+    (ib / "ports/1/state").write_text("4: ACTIVE\n")
+    (ib / "ports/1/gid_attrs/ndevs/0").write_text("eth0\n")
+    (ib / "node_guid").write_text("5054:00ff:fe12:3456\n")
+    (tmp_path / "sys/class/infiniband").mkdir(parents=True)
+    os.symlink("../../devices/virtual/infiniband/rxe0", tmp_path / "sys/class/infiniband/rxe0")
+    rxe = facts_of(tmp_path)["devices"][0]
+    assert (rxe["name"], rxe["pci_address"], rxe["netdevs"]) == ("rxe0", None, ["eth0"])
+    assert rxe["ports"][0]["netdev"] == "eth0" and rxe["ports"][0]["port_guid"] is None

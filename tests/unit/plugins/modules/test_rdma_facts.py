@@ -26,7 +26,7 @@ REPO = pathlib.Path(__file__).resolve().parents[4]
 ANSIBLE = REPO / ".venv" / "bin" / "ansible"
 
 CONTRACT_KEYS = {"devices", "gpus", "gpu_nic_affinity", "netns_mode", "kernel_cmdline", "modules", "sysctl", "mtu",
-                 "rdma_cgroup", "problems", "numa_nodes"}
+                 "rdma_cgroup", "problems", "numa_nodes", "runtime"}
 
 
 class ExitJson(Exception):
@@ -83,6 +83,8 @@ def test_check_mode_returns_facts_and_changes_nothing(node):
     assert facts["gpu_nic_affinity"] == {"0000:1b:00.0": {"mlx5_0": "PIX", "mlx5_12": "PIX"}}
     assert facts["netns_mode"] == "shared"
     assert facts["problems"] == []
+    # a node tree with no container runtime: reported as absent, not guessed
+    assert set(facts["runtime"]) == {"containerd", "kubelet"}
     after = sorted(str(p) + (os.readlink(str(p)) if p.is_symlink() else "") for p in node.rglob("*"))
     assert before == after
 
@@ -147,7 +149,9 @@ def dgx(tmp_path_factory):
 def test_module_on_simulated_dgx_h100(dgx):
     result = run({"host_root": str(dgx), "_ansible_check_mode": True})
     facts = result["ansible_facts"]["rdma"]
+    runtime = facts.pop("runtime")
     assert facts == json.loads(json.dumps(gather(HostRoot(str(dgx)))))
+    assert runtime["containerd"]["config_version"] is None, "the simulated node has no containerd"
     assert len(facts["devices"]) == 12 and len(facts["gpus"]) == 8 and facts["problems"] == []
 
 

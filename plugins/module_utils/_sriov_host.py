@@ -1,0 +1,627 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SR-IOV VFs and their InfiniBand GUIDs on a node: observe, apply, restore - shared by the modules and the boot unit.
+
+``run_sriov_vfs(module)`` and ``run_ib_vf_guids(module)`` are the whole logic of ``rdma.k8s_node.sriov_vfs`` and
+``rdma.k8s_node.ib_vf_guids``.  They only need a *module-like* object (``params``, ``check_mode``, ``_diff``,
+``warn``, ``run_command``, ``get_bin_path``), so the boot-time applier the ``sriov`` role installs runs the very same
+code with a small stdlib stand-in instead of AnsibleModule.  All node I/O goes through HostRoot/HostCommands.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import errno
+import posixpath
+import re
+import threading
+import time
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid, _sriov
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
+    ApplyError, ConflictError, HostReadError, InputError, VerifyError,
+)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
+
+SYS_NET = "/sys/class/net"
+SYS_IB = "/sys/class/infiniband"
+SYS_PCI = "/sys/bus/pci/devices"
+POLL = 0.1
+_GUID_KEYS = ("node_guid", "port_guid", "admin_node", "admin_port")
+#: what each errno of a sysfs write means here (domain-facts §2 "errors to map")
+_ERRNO_HINTS = {
+    errno.EBUSY: "VFs are already enabled (sriov_numvfs must go through 0)",
+    errno.ERANGE: "more VFs than the firmware's NUM_OF_VFS (sriov_totalvfs)",
+    errno.ENOENT: "no PF driver bound, or the driver cannot configure SR-IOV",
+    errno.ENOSPC: "the PCI resources for the VFs (bus numbers, MMIO) are exhausted",
+    errno.EIO: "the device or firmware failed the command",
+    errno.EACCES: "the attribute is not writable here (read-only sysfs, not root?)",
+    errno.ETIMEDOUT: "the driver or firmware did not answer in time",
+    errno.ENODEV: "the device or driver is gone",
+    errno.EINVAL: "the kernel rejected the value",
+}
+
+
+def describe_oserror(exc):
+    """``"EBUSY (VFs are already enabled ...)"`` for an OSError from a write."""
+    name = errno.errorcode.get(exc.errno, str(exc.errno)) if exc.errno else str(exc)
+    hint = _ERRNO_HINTS.get(exc.errno)
+    return "%s (%s)" % (name, hint) if hint else name
+
+
+# -- the PF -----------------------------------------------------------------------------------------------------------
+def resolve_pf(host, params):
+    """The PF the options name (netdev, rdma_device or pci_address): ``{bdf, path, netdev, rdma, link_layer}``.
+    InputError, naming the option, for an unknown device or a VF."""
+    for option, base in (("netdev", SYS_NET), ("rdma_device", SYS_IB)):
+        value = params.get(option)
+        if value:
+            if "/" in value or value in (".", ".."):
+                raise InputError("%s %r is not a device name" % (option, value))
+            path = host.resolve("%s/%s/device" % (base, value))
+            if path is None:
+                raise InputError("%s: there is no %s %r on this node" % (
+                    option, "network interface" if option == "netdev" else "RDMA device", value))
+            bdf = normalize_bdf(posixpath.basename(path))
+            if bdf is None:
+                raise InputError("%s %r is not a PCI device (virtual interface?)" % (option, value))
+            break
+    else:
+        option, value = "pci_address", params.get("pci_address")
+        text = (value or "").strip().lower()
+        bdf = normalize_bdf("0000:" + text if re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", text) else text)
+        if bdf is None:
+            raise InputError("pci_address %r is not a PCI address such as 0000:18:00.0" % (value,))
+        path = host.resolve("%s/%s" % (SYS_PCI, bdf))
+        if path is None:
+            raise InputError("pci_address: there is no PCI device %s on this node" % bdf)
+    if host.exists(path + "/physfn"):
+        raise InputError("%s %s is a VF (of PF %s); give its PF" % (option, value, host.link_name(path + "/physfn")))
+    netdevs = host.listdir(path + "/net")
+    rdma = host.listdir(path + "/infiniband")
+    link_layer = None
+    if rdma:
+        link_layer = host.read_attr("%s/%s/ports/1/link_layer" % (SYS_IB, rdma[0]))
+    elif netdevs:
+        link_layer = "InfiniBand" if host.read_attr("%s/%s/type" % (SYS_NET, netdevs[0])) == "32" else "Ethernet"
+    return {"pci_address": bdf, "path": path, "netdev": netdevs[0] if netdevs else None,
+            "rdma_device": rdma[0] if rdma else None, "link_layer": link_layer, "selected_by": option}
+
+
+def _sysfs_guid(text):
+    if not text:
+        return None
+    try:
+        return int(text.replace(":", ""), 16)
+    except ValueError:
+        return None
+
+
+def observe_vf(host, pf, index):
+    """One VF from its ``virtfnN`` link: address, driver, netdevs, RDMA device and the GUIDs it shows now."""
+    link = "%s/virtfn%d" % (pf["path"], index)
+    path = host.resolve(link)
+    if path is None:
+        return None
+    vf = {"index": index, "pci_address": posixpath.basename(path), "driver": host.link_name(path + "/driver"),
+          "netdevs": host.listdir(path + "/net"), "rdma_device": None, "node_guid": None, "port_guid": None,
+          "path": path}
+    rdma = host.listdir(path + "/infiniband")
+    if rdma:
+        vf["rdma_device"] = rdma[0]
+        base = path + "/infiniband/" + rdma[0]
+        vf["node_guid"] = _sysfs_guid(host.try_attr(base + "/node_guid"))
+        if host.try_attr(base + "/ports/1/link_layer") == "InfiniBand":
+            gid = host.try_attr(base + "/ports/1/gids/0") or ""
+            vf["port_guid"] = _sysfs_guid(":".join(gid.split(":")[4:])) if gid.count(":") == 7 else None
+    return vf
+
+
+def observe(host, pf):
+    """``{numvfs, totalvfs, autoprobe, vfs: [...]}`` of a PF from sysfs."""
+    totalvfs = host.read_int(pf["path"] + "/sriov_totalvfs")
+    numvfs = host.read_int(pf["path"] + "/sriov_numvfs", default=0) if totalvfs is not None else 0
+    vfs = []
+    for index in range(numvfs or 0):
+        vf = observe_vf(host, pf, index)
+        if vf is not None:
+            vfs.append(vf)
+    return {"numvfs": numvfs, "totalvfs": totalvfs, "vfs": vfs}
+
+
+def in_use(host, pf, vfs):
+    """``{index: reason}`` for VFs that look used: a user-space driver, a netdev that is up, or a netdev / RDMA device
+    the PF has but the VF does not show (moved into a pod's network namespace)."""
+    pf_driver = host.link_name(pf["path"] + "/driver")
+    used = {}
+    for vf in vfs:
+        if vf["driver"] and vf["driver"] != pf_driver:
+            used[vf["index"]] = "bound to %s" % vf["driver"]
+        elif vf["driver"] and pf["netdev"] and not vf["netdevs"]:
+            used[vf["index"]] = "its netdev is not in the host network namespace"
+        elif vf["driver"] and pf["rdma_device"] and not vf["rdma_device"]:
+            used[vf["index"]] = "its RDMA device is not in the host network namespace"
+        else:
+            for name in vf["netdevs"]:
+                if host.try_attr("%s/%s/operstate" % (SYS_NET, name)) not in (None, "down"):
+                    used[vf["index"]] = "netdev %s is up" % name
+    return used
+
+
+# -- commands ---------------------------------------------------------------------------------------------------------
+def eswitch_mode(commands, bdf):
+    """The eswitch mode devlink reports, or None (no devlink, or no eswitch, as on InfiniBand ports)."""
+    if commands.module.get_bin_path("devlink") is None:
+        return None
+    rc, out, dummy_err = commands.run_kernel(["devlink", "-j", "dev", "eswitch", "show", "pci/" + bdf])
+    if rc != 0:
+        return None
+    return _sriov.parse_eswitch(out)
+
+
+def ip_vfs(commands, pf_netdev):
+    """Admin VF attributes the PF driver holds (``ip -j link show``), ``{}`` without a PF netdev."""
+    if not pf_netdev:
+        return {}
+    rc, out, err = commands.run_kernel(["ip", "-j", "link", "show", "dev", pf_netdev])
+    if rc != 0:
+        raise HostReadError("ip -j link show %s failed (rc=%s): %s" % (pf_netdev, rc, err.strip()))
+    return _sriov.parse_ip_vfs(out)
+
+
+def firmware(module, commands, bdf, num_vfs, mode):
+    """Firmware readiness from mstconfig/mlxconfig (``mode``: auto, always, never).  Returns what was read."""
+    if mode == "never" or num_vfs == 0:
+        return None
+    tool = next((name for name in ("mstconfig", "mlxconfig") if module.get_bin_path(name)), None)
+    if tool is None:
+        if mode == "always":
+            raise InputError("firmware_check=always but neither mstconfig nor mlxconfig is installed")
+        return None
+    rc, out, err = commands.run_kernel([tool, "-e", "-d", bdf, "q"])
+    if rc != 0:
+        if mode == "always":
+            raise ApplyError("%s -e -d %s q failed (rc=%s): %s" % (tool, bdf, rc, (err or out).strip()))
+        module.warn("%s could not query %s (rc=%s), firmware not checked: %s" % (tool, bdf, rc, (err or out).strip()))
+        return None
+    params = _sriov.parse_mstconfig(out)
+    verdict = _sriov.firmware_verdict(params, num_vfs)
+    if verdict is not None:
+        message, staged = verdict
+        raise ConflictError("firmware of %s is not ready for SR-IOV: %s" % (bdf, message),
+                            {"firmware": params, "reboot_required": staged})
+    return dict((key, value) for key, value in params.items() if key in ("SRIOV_EN", "NUM_OF_VFS"))
+
+
+# -- writes -----------------------------------------------------------------------------------------------------------
+def write_with_timeout(host, node_path, value, timeout):
+    """``HostRoot.write_attr`` bounded by ``timeout`` s: a driver can block a sysfs write for minutes (the operator
+    uses 2 min).  Raises the write's OSError, or ETIMEDOUT when it has not returned (it may still complete)."""
+    box = {}
+
+    def target():
+        try:
+            host.write_attr(node_path, value)
+        except OSError as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="sysfs-write")
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise OSError(errno.ETIMEDOUT, "write of %s to %s did not return within %ss" % (value, node_path, timeout))
+    if "error" in box:
+        raise box["error"]
+
+
+def wait_for_vfs(host, pf, count, timeout, sleep=time.sleep, clock=time.monotonic):
+    """Poll until ``count`` VFs have their virtfn link, a driver and - when the PF has them - a netdev and an RDMA
+    device.  Returns the VFs; ApplyError listing what did not appear after ``timeout`` s."""
+    deadline = clock() + timeout
+    pf_driver = host.link_name(pf["path"] + "/driver")
+    autoprobe = host.read_attr(pf["path"] + "/sriov_drivers_autoprobe", default="1") != "0"
+    while True:
+        missing = []
+        vfs = []
+        for index in range(count):
+            vf = observe_vf(host, pf, index)
+            if vf is None:
+                missing.append("VF %d: no virtfn%d link" % (index, index))
+                continue
+            vfs.append(vf)
+            if not autoprobe:
+                continue
+            if not vf["driver"]:
+                missing.append("VF %d (%s): no driver bound" % (index, vf["pci_address"]))
+            elif vf["driver"] == pf_driver:
+                if pf["netdev"] and not vf["netdevs"]:
+                    missing.append("VF %d (%s): no netdev" % (index, vf["pci_address"]))
+                if pf["rdma_device"] and not vf["rdma_device"]:
+                    missing.append("VF %d (%s): no RDMA device" % (index, vf["pci_address"]))
+        if not missing:
+            return vfs
+        if clock() >= deadline:
+            raise ApplyError("after %ss not every VF of %s appeared: %s" % (timeout, pf["pci_address"], "; ".join(missing)),
+                             {"missing": missing})
+        sleep(POLL)
+
+
+def rebind(host, vf, timeout):
+    """Unbind and bind a VF to its driver, so the driver re-reads its GUIDs.  Returns the driver name."""
+    driver = vf["driver"]
+    write_with_timeout(host, "/sys/bus/pci/drivers/%s/unbind" % driver, vf["pci_address"], timeout)
+    try:
+        write_with_timeout(host, "/sys/bus/pci/drivers/%s/bind" % driver, vf["pci_address"], timeout)
+    except OSError as exc:
+        bdf = vf["pci_address"]
+        raise ApplyError("VF %s was unbound from %s but binding it again failed: %s; it is now without a driver "
+                         "(echo %s > /sys/bus/pci/drivers/%s/bind)" % (bdf, driver, describe_oserror(exc), bdf, driver),
+                         {"unbound": bdf}) from exc
+    return driver
+
+
+def _run_ip(commands, argv):
+    rc, out, err = commands.run_kernel(argv)
+    if rc != 0:
+        raise ApplyError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()), {"rc": rc, "stderr": err})
+
+
+def set_guid(host, commands, pf, index, node_guid, port_guid, via, timeout):
+    """Set a VF's node and port GUID in the PF driver: OFED sysfs ``sriov/<n>/{node,port}`` or netlink."""
+    if via == "ofed_sysfs":
+        base = "%s/sriov/%d/" % (pf["path"], index)
+        for name, value in (("node", node_guid), ("port", port_guid)):
+            try:
+                write_with_timeout(host, base + name, _guid.format_guid(value) + "\n", timeout)
+            except OSError as exc:
+                raise ApplyError("writing %s%s failed: %s" % (base, name, describe_oserror(exc)),
+                                 {"errno": exc.errno}) from exc
+        return
+    _run_ip(commands, ["ip", "link", "set", pf["netdev"], "vf", str(index), "node_guid", _guid.format_guid(node_guid)])
+    _run_ip(commands, ["ip", "link", "set", pf["netdev"], "vf", str(index), "port_guid", _guid.format_guid(port_guid)])
+
+
+def _vf_public(vf, admin=None):
+    out = {"index": vf["index"], "pci_address": vf["pci_address"], "driver": vf["driver"], "netdevs": vf["netdevs"],
+           "rdma_device": vf["rdma_device"],
+           "node_guid": _guid.format_guid(vf["node_guid"]) if vf["node_guid"] is not None else None,
+           "port_guid": _guid.format_guid(vf["port_guid"]) if vf["port_guid"] is not None else None}
+    if admin is not None:
+        out["admin"] = dict((key, _guid.format_guid(value) if key in _GUID_KEYS and value is not None else value)
+                            for key, value in admin.items())
+    return out
+
+
+# -- restore ---------------------------------------------------------------------------------------------------------
+def restore(host, commands, pf, before, timeout, wait=wait_for_vfs):
+    """Put a PF back to ``before`` (count, admin attributes, GUIDs) after a failed change.  Returns a sentence saying
+    what state the PF is in now; never raises."""
+    want = before["numvfs"] or 0
+    try:
+        now = host.read_int(pf["path"] + "/sriov_numvfs", default=0)
+        if now != want:
+            if now:
+                write_with_timeout(host, pf["path"] + "/sriov_numvfs", "0", timeout)
+            if want:
+                write_with_timeout(host, pf["path"] + "/sriov_numvfs", str(want), timeout)
+                wait(host, pf, want, timeout)
+        vfs = dict((vf["index"], vf) for vf in observe(host, pf)["vfs"])
+        current = ip_vfs(commands, pf["netdev"]) if pf["netdev"] else {}
+        for index, admin in sorted(before["admin"].items()):
+            if index not in vfs:
+                continue
+            attrs = dict((key, admin[key]) for key in _sriov.VF_ATTRS if admin.get(key) is not None
+                         and (pf["link_layer"] != "InfiniBand" or key not in _sriov.ETH_ONLY))
+            change = dict(_sriov.plan_vf_attrs({index: attrs}, current)).get(index)
+            if change:
+                _run_ip(commands, _sriov.ip_vf_argv(pf["netdev"], index, change))
+            node, port = admin.get("node_guid"), admin.get("port_guid")
+            have = current.get(index, {})
+            if pf["link_layer"] == "InfiniBand" and (node or port) and (have.get("node_guid"), have.get("port_guid")) != (node, port):
+                set_guid(host, commands, pf, index, node or 0, port or 0, _guid_path(host, pf), timeout)
+                if vfs[index]["driver"]:
+                    rebind(host, vfs[index], timeout)
+        return "restored: %d VFs with their previous settings and GUIDs" % want
+    except (OSError, ApplyError, HostReadError) as exc:
+        detail = describe_oserror(exc) if isinstance(exc, OSError) else exc.msg
+        now = host.try_attr(pf["path"] + "/sriov_numvfs", default="unknown")
+        return ("NOT restored (%s): sriov_numvfs of %s now reads %s (it was %d); VF settings and GUIDs may be missing"
+                % (detail, pf["pci_address"], now, want))
+
+
+def _guid_path(host, pf):
+    """``ofed_sysfs`` when MLNX/DOCA OFED provides ``sriov/<n>/node`` for this PF, else ``netlink``."""
+    return "ofed_sysfs" if host.exists(pf["path"] + "/sriov/0/node") else "netlink"
+
+
+# -- sriov_vfs ---------------------------------------------------------------------------------------------------------
+def run_sriov_vfs(module):
+    """The ``sriov_vfs`` module: VF count, per-VF attributes, waits; restores the PF when a write fails."""
+    params = module.params
+    host = HostRoot(params["host_root"])
+    commands = HostCommands(module, host)
+    result = Result()
+    pf = resolve_pf(host, params)
+    want = params["num_vfs"]
+    if isinstance(want, bool) or not isinstance(want, int) or want < 0:
+        raise InputError("num_vfs must be a whole number >= 0, got %r" % (want,))
+    mode = eswitch_mode(commands, pf["pci_address"])
+    if mode == "switchdev":
+        raise ConflictError("PF %s is in switchdev eswitch mode; this module manages legacy SR-IOV VFs. Switch it with "
+                            "'devlink dev eswitch set pci/%s mode legacy' or leave switchdev PFs to an operator"
+                            % (pf["pci_address"], pf["pci_address"]), {"eswitch": mode})
+    state = observe(host, pf)
+    desired_attrs = _sriov.desired_vf_attrs(want, params.get("vf_defaults"), params.get("vfs"), pf["link_layer"])
+    fw, fw_error = None, None
+    try:
+        fw = firmware(module, commands, pf["pci_address"], want, params["firmware_check"])
+    except ConflictError as exc:
+        fw_error = exc
+    used = in_use(host, pf, state["vfs"])
+    try:
+        writes = _sriov.plan_numvfs(state["numvfs"], want, state["totalvfs"], params["allow_vf_reset"], used)
+    except InputError as exc:
+        if fw_error is None:
+            raise
+        raise InputError("%s; %s" % (exc.msg, fw_error.msg), fw_error.details) from exc
+    if fw_error is not None:
+        raise fw_error
+    admin = ip_vfs(commands, pf["netdev"]) if state["numvfs"] else {}
+    result.observed = {"pf": dict((k, v) for k, v in pf.items() if k != "path"), "eswitch_mode": mode, "firmware": fw,
+                       "num_vfs": state["numvfs"], "totalvfs": state["totalvfs"], "in_use": used,
+                       "vfs": [_vf_public(vf, admin.get(vf["index"])) for vf in state["vfs"]]}
+    if writes == [0] and used:
+        module.warn("removing all VFs of %s, some of which look in use: %s" % (
+            pf["pci_address"], ", ".join("VF %d (%s)" % item for item in sorted(used.items()))))
+    after_admin = {} if writes else admin
+    changes = _sriov.plan_vf_attrs(desired_attrs, after_admin)
+    if changes and not pf["netdev"]:
+        raise InputError("VF attributes need the PF's netdev (ip link set <pf> vf N ...), and %s has none" % pf["pci_address"])
+    numvfs_path = pf["path"] + "/sriov_numvfs"
+    for value in writes:
+        result.add(action("write", numvfs_path, value=str(value)))
+    if writes and writes[-1]:
+        result.add(action("wait_for_vfs", pf["pci_address"], count=want, timeout=params["timeout"]))
+    for index, attrs in changes:
+        result.add(action("set_vf", "%s vf %d" % (pf["netdev"], index), **attrs))
+    if result.changed and module._diff:
+        before = {"num_vfs": state["numvfs"], "vfs": dict((i, admin.get(i, {})) for i in sorted(admin))}
+        after_vfs = dict((i, dict(after_admin.get(i, {}), **desired_attrs[i])) for i in range(want))
+        result.diffs.append({"before": _diff_text(before), "after": _diff_text({"num_vfs": want, "vfs": after_vfs}),
+                             "before_header": "%s (sriov)" % pf["pci_address"], "after_header": "%s (sriov)" % pf["pci_address"]})
+    if module.check_mode or not result.changed:
+        result.extra["vfs"] = result.observed["vfs"]
+        return result.as_dict(with_diff=module._diff)
+
+    before = {"numvfs": state["numvfs"], "admin": admin}
+    timeout = params["timeout"]
+    done = []
+    try:
+        for value in writes:
+            write_with_timeout(host, numvfs_path, str(value), timeout)
+            done.append(value)
+        if writes and writes[-1]:
+            wait_for_vfs(host, pf, want, timeout)
+        for index, attrs in changes:
+            _run_ip(commands, _sriov.ip_vf_argv(pf["netdev"], index, attrs))
+    except (OSError, ApplyError) as exc:
+        what = ("writing %s to %s failed: %s" % (writes[len(done)], numvfs_path, describe_oserror(exc))
+                if isinstance(exc, OSError) else exc.msg)
+        outcome = restore(host, commands, pf, before, timeout)
+        raise ApplyError("%s; %s" % (what, outcome), {"pf": pf["pci_address"], "restore": outcome},
+                         result=result.as_dict(with_diff=False)) from exc
+
+    final = observe(host, pf)
+    final_admin = ip_vfs(commands, pf["netdev"]) if final["numvfs"] else {}
+    left = _sriov.plan_vf_attrs(desired_attrs, final_admin)
+    if final["numvfs"] != want or left:
+        raise VerifyError("after the change %s has %s VFs (wanted %d)%s" % (
+            pf["pci_address"], final["numvfs"], want, "; attributes still differ: %s" % left if left else ""))
+    result.extra["vfs"] = [_vf_public(vf, final_admin.get(vf["index"])) for vf in final["vfs"]]
+    return result.as_dict(with_diff=module._diff)
+
+
+def _diff_text(data):
+    lines = ["num_vfs: %s" % data["num_vfs"]]
+    for index, attrs in sorted(data["vfs"].items()):
+        shown = dict((k, _guid.format_guid(v) if k.endswith("guid") and v is not None else v) for k, v in sorted(attrs.items())
+                     if v is not None)
+        lines.append("vf %d: %s" % (index, ", ".join("%s=%s" % item for item in sorted(shown.items()))))
+    return "\n".join(lines) + "\n"
+
+
+# -- ib_vf_guids --------------------------------------------------------------------------------------------------------
+def _admin_guids(host, commands, pf, count, via):
+    """``{index: {admin_node, admin_port}}`` from the OFED sysfs (when used) or netlink."""
+    out = {}
+    if via == "ofed_sysfs":
+        for index in range(count):
+            base = "%s/sriov/%d/" % (pf["path"], index)
+            out[index] = {"admin_node": _sysfs_guid(host.read_attr(base + "node")),
+                          "admin_port": _sysfs_guid(host.read_attr(base + "port"))}
+        return out
+    for index, attrs in ip_vfs(commands, pf["netdev"]).items():
+        out[index] = {"admin_node": attrs["node_guid"], "admin_port": attrs["port_guid"]}
+    return out
+
+
+def host_guids(host, commands, skip_pci):
+    """``{guid: where}`` for GUIDs in use on this node outside the PF ``skip_pci``: every RDMA device's node GUID
+    and port GUID, and the admin GUIDs of other InfiniBand PFs' VFs."""
+    taken = {}
+    for name in host.listdir(SYS_IB):
+        path = host.resolve("%s/%s/device" % (SYS_IB, name))
+        if path is None:
+            continue
+        physfn = host.link_name(path + "/physfn")
+        if posixpath.basename(path) == skip_pci or physfn == skip_pci:
+            continue
+        for key, value in (("node GUID", host.try_attr("%s/%s/node_guid" % (SYS_IB, name))),):
+            guid = _sysfs_guid(value)
+            if guid:
+                taken.setdefault(guid, "%s (%s)" % (name, key))
+    for name in host.listdir(SYS_NET):
+        path = host.resolve("%s/%s/device" % (SYS_NET, name))
+        if path is None or posixpath.basename(path) == skip_pci or not host.read_int(path + "/sriov_numvfs"):
+            continue
+        if host.read_attr("%s/%s/type" % (SYS_NET, name)) != "32":
+            continue
+        for index, attrs in ip_vfs(commands, name).items():
+            for key in ("node_guid", "port_guid"):
+                if attrs.get(key):
+                    taken.setdefault(attrs[key], "VF %d of %s" % (index, name))
+    return taken
+
+
+def run_ib_vf_guids(module):
+    """The ``ib_vf_guids`` module: non-zero, unique, deterministic GUIDs on every VF of an InfiniBand PF."""
+    params = module.params
+    host = HostRoot(params["host_root"])
+    commands = HostCommands(module, host)
+    result = Result()
+    pf = resolve_pf(host, params)
+    if pf["link_layer"] != "InfiniBand":
+        raise InputError("%s %s is an %s PF: VF node/port GUIDs only exist on InfiniBand (RoCE VFs use MAC addresses)"
+                         % (pf["selected_by"], params.get(pf["selected_by"]), pf["link_layer"] or "unknown link layer"))
+    if not pf["rdma_device"]:
+        raise InputError("PF %s has no RDMA device (is mlx5_ib loaded?)" % pf["pci_address"])
+    scheme = params["scheme"]
+    prefix = _guid.parse_prefix(params["guid_prefix"])
+    explicit = params.get("guids") or []
+    if scheme == "list" and not explicit:
+        raise InputError("scheme=list needs guids")
+    if explicit and scheme != "list":
+        raise InputError("guids is only used with scheme=list")
+    if scheme == "pool_file" and params["export_pool_file"]:
+        raise InputError("export_pool_file writes pool_file, which scheme=pool_file reads; use one or the other")
+    if scheme == "list":
+        for index, text in enumerate(explicit):
+            _guid.assignable(_guid.parse_guid(text, "guids[%d]" % index), "guids[%d] (%s)" % (index, text))
+    pf_guid = _sysfs_guid(host.read_attr("%s/%s/node_guid" % (SYS_IB, pf["rdma_device"])))
+    state = observe(host, pf)
+    count = state["numvfs"] or 0
+    pool_entry = None
+    if scheme == "pool_file":
+        text = host.read_text(params["pool_file"])
+        if text is None:
+            raise InputError("scheme=pool_file but %s does not exist" % params["pool_file"])
+        spellings = [_guid.format_guid(pf_guid)] if pf_guid else []
+        if pf["netdev"]:
+            spellings.append(host.read_attr("%s/%s/address" % (SYS_NET, pf["netdev"])) or "")
+        pool_entry = _guid.pool_entry_for(_guid.parse_pool(text, params["pool_file"]), pf["pci_address"], spellings,
+                                          params["pool_file"])
+    desired = _guid.desired_guids(scheme, count, pf_guid, prefix, explicit, pool_entry)
+    via = _guid_path(host, pf) if count else "netlink"
+    if via == "netlink" and count and not pf["netdev"]:
+        raise InputError("PF %s has no IPoIB netdev (ib_ipoib not loaded?) and no OFED sriov sysfs: no way to set GUIDs"
+                         % pf["pci_address"])
+    admin = _admin_guids(host, commands, pf, count, via) if count else {}
+    observed = {}
+    for vf in state["vfs"]:
+        observed[vf["index"]] = dict(admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"])
+    taken = host_guids(host, commands, pf["pci_address"])
+    taken.update(dict((guid, "the PF %s itself" % pf["pci_address"]) for guid in [pf_guid] if guid))
+    for extra in params.get("exclude_guids") or []:
+        taken.setdefault(_guid.parse_guid(extra, "exclude_guids entry"), "another node of the inventory (exclude_guids)")
+    steps = _guid.plan(desired, observed, taken)
+    used = in_use(host, pf, state["vfs"])
+    busy = dict((step["vf"], used[step["vf"]]) for step in steps if step["vf"] in used)
+    if busy and not params["allow_vf_reset"]:
+        raise ConflictError("re-binding VFs to apply their GUIDs would disrupt VFs in use: %s; drain the node and rerun with "
+                            "allow_vf_reset=true" % ", ".join("VF %d (%s)" % item for item in sorted(busy.items())),
+                            {"in_use": dict((str(k), v) for k, v in busy.items())})
+    vf_by_index = dict((vf["index"], vf) for vf in state["vfs"])
+    for step in steps:
+        target = "%s vf %d" % (pf["netdev"] or pf["pci_address"], step["vf"])
+        if step["set"]:
+            result.add(action("set_guid", target, node_guid=_guid.format_guid(step["guid"]),
+                              port_guid=_guid.format_guid(step["guid"]), via=via, reason=step["reason"]))
+        if vf_by_index.get(step["vf"], {}).get("driver"):
+            result.add(action("rebind", vf_by_index[step["vf"]]["pci_address"], driver=vf_by_index[step["vf"]]["driver"]))
+    pool_plan = None
+    if params["export_pool_file"]:
+        existing = observe_file(host, params["pool_file"])
+        pool_plan = plan_file(existing, _guid.render_pool(existing.content if existing.exists else None,
+                                                          pf["pci_address"], desired), 0o644)
+        if pool_plan.changed:
+            result.add(pool_plan.action(), pool_plan.diff() if module._diff else None)
+    guid_rows = [{"index": index, "pci_address": vf_by_index[index]["pci_address"] if index in vf_by_index else None,
+                  "guid": _guid.format_guid(value)} for index, value in enumerate(desired)]
+    result.observed = {"pf": dict((k, v) for k, v in pf.items() if k != "path"), "pf_node_guid":
+                       _guid.format_guid(pf_guid) if pf_guid else None, "num_vfs": count, "via": via,
+                       "vfs": [_vf_public(vf, admin.get(vf["index"])) for vf in state["vfs"]],
+                       "zero_guid_vfs": sorted(i for i, seen in observed.items() if not seen.get("admin_node")
+                                               and not seen.get("node"))}
+    result.extra["guids"] = guid_rows
+    if module._diff and steps:
+        result.diffs.insert(0, {"before": "".join("vf %d: %s\n" % (i, _guid.format_guid(observed.get(i, {}).get("admin_node") or 0))
+                                                  for i in range(count)),
+                                "after": "".join("vf %d: %s\n" % (i, _guid.format_guid(v)) for i, v in enumerate(desired)),
+                                "before_header": "%s VF GUIDs" % pf["pci_address"],
+                                "after_header": "%s VF GUIDs" % pf["pci_address"]})
+    if module.check_mode or not result.changed:
+        return result.as_dict(with_diff=module._diff)
+
+    timeout = params["timeout"]
+    touched = []
+    try:
+        for step in steps:
+            index = step["vf"]
+            if step["set"]:
+                touched.append(index)
+                set_guid(host, commands, pf, index, step["guid"], step["guid"], via, timeout)
+            vf = vf_by_index.get(index)
+            if vf and vf["driver"]:
+                try:
+                    rebind(host, vf, timeout)
+                except OSError as exc:
+                    raise ApplyError("re-binding VF %d (%s) failed: %s" % (index, vf["pci_address"], describe_oserror(exc)),
+                                     {"errno": exc.errno}) from exc
+        if state["vfs"]:
+            wait_for_vfs(host, pf, count, timeout)
+    except ApplyError as exc:
+        outcome = _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout)
+        raise ApplyError("%s; %s" % (exc.msg, outcome), dict(exc.details, restore=outcome),
+                         result=result.as_dict(with_diff=False)) from exc
+    if pool_plan is not None and pool_plan.changed:
+        FileTransaction(host, backup=False).apply_all([pool_plan])
+
+    final = observe(host, pf)
+    final_admin = _admin_guids(host, commands, pf, count, via)
+    after = dict((vf["index"], dict(final_admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"]))
+                 for vf in final["vfs"])
+    left = _guid.plan(desired, after)
+    if left:
+        raise VerifyError("GUIDs were set but %s" % "; ".join("VF %d: %s" % (s["vf"], s["reason"]) for s in left))
+    for row in guid_rows:
+        vf = next((v for v in final["vfs"] if v["index"] == row["index"]), None)
+        if vf is not None:
+            row.update({"pci_address": vf["pci_address"], "netdevs": vf["netdevs"], "rdma_device": vf["rdma_device"]})
+    return result.as_dict(with_diff=module._diff)
+
+
+def _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout):
+    """Put back the GUIDs of the VFs already changed (and re-bind them); a sentence saying what state they are in."""
+    failed = []
+    for index in touched:
+        old = admin.get(index, {})
+        try:
+            set_guid(host, commands, pf, index, old.get("admin_node") or 0, old.get("admin_port") or 0, via, timeout)
+            vf = vf_by_index.get(index)
+            if vf and vf["driver"] and host.link_name(vf["path"] + "/driver") == vf["driver"]:
+                rebind(host, vf, timeout)
+            elif vf and vf["driver"]:
+                write_with_timeout(host, "/sys/bus/pci/drivers/%s/bind" % vf["driver"], vf["pci_address"], timeout)
+        except (OSError, ApplyError) as exc:
+            failed.append("VF %d (%s)" % (index, describe_oserror(exc) if isinstance(exc, OSError) else exc.msg))
+    if not touched:
+        return "no GUID had been changed yet"
+    if failed:
+        return "previous GUIDs NOT restored for %s" % "; ".join(failed)
+    return "previous GUIDs restored on VF %s" % ", ".join(str(i) for i in touched)

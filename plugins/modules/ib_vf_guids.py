@@ -1,0 +1,206 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: ib_vf_guids
+short_description: Give every VF of an InfiniBand PF a non-zero, unique, stable node and port GUID
+version_added: 0.1.0
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+description:
+  - A new mlx5 InfiniBand VF has an all-zero node and port GUID; the subnet manager gives it no LID and the pod's
+    port stays DOWN. This module sets the same non-zero GUID as node and port GUID of every VF of one PF, then
+    re-binds the VF to its driver so the GUID takes effect, and looks the VF's netdev and RDMA device up again by
+    PCI address (the re-bind may rename them).
+  - GUIDs are set with C(ip link set <pf> vf N node_guid ... port_guid ...) (netlink, inbox and OFED drivers), or
+    through C(sriov/<n>/{node,port}) in the PF's sysfs directory when MLNX/DOCA OFED provides it.
+  - A zero GUID, or one that differs from the wanted value, is drift (reported as a change in check mode).
+  - A wanted GUID already used on this node (another PF's VF, any RDMA device) or listed in O(exclude_guids)
+    is an error before any write. The C(rdma.k8s_node.sriov) role fills O(exclude_guids) with what the other hosts of
+    the play want, so GUIDs are unique across the inventory.
+  - When a write or re-bind fails, the VFs already changed get their previous GUIDs back, and the failure says so.
+extends_documentation_fragment:
+  - rdma.k8s_node.host_root
+  - rdma.k8s_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+options:
+  netdev:
+    description: The PF by its IPoIB interface name (for example V(ibp24s0)).
+    type: str
+  rdma_device:
+    description: The PF by its RDMA device name (for example V(mlx5_0)).
+    type: str
+  pci_address:
+    description: The PF by its PCI address (for example V(0000:18:00.0)).
+    type: str
+  scheme:
+    description:
+      - V(pf_guid) derives each VF's GUID from the PF's firmware node GUID and the VF index
+        (C(<guid_prefix>:<OUI fold>:<40-bit extension of the PF GUID>:<VF index>)); unique and stable, see the
+        collection's C(docs/sriov.md) for the collision argument.
+      - V(list) takes VF i's GUID from O(guids).
+      - V(pool_file) reads sriov-network-operator's pool file O(pool_file) (keys C(pciAddress)/C(pfGuid) and
+        C(guids)/C(guidsRange) C({start, end}), as the operator's code reads them).
+    type: str
+    choices: [pf_guid, list, pool_file]
+    default: pf_guid
+  guid_prefix:
+    description:
+      - First octet of V(pf_guid) GUIDs, in hex. It must have the locally-administered bit (V(0x02)) set, so a VF GUID
+        can never equal a vendor-burned GUID. ib-kubernetes' default pod GUID pool is all of V(02:*); if it runs
+        in the same fabric, pick another prefix (for example V(06)) or narrow its pool.
+    type: str
+    default: "02"
+  guids:
+    description: With O(scheme=list), the GUID of VF 0, 1, ... (at least as many as VFs).
+    type: list
+    elements: str
+  pool_file:
+    description: The operator-format pool file read by O(scheme=pool_file) and written by O(export_pool_file).
+    type: path
+    default: /etc/sriov-operator/infiniband/guids
+  export_pool_file:
+    description:
+      - Write this PF's GUIDs into O(pool_file) (an entry with C(pciAddress) and C(guids), other entries kept).
+        sriov-network-operator re-assigns IB VF GUIDs even for C(externallyManaged) policies; with this file it
+        assigns the same ones instead of random GUIDs.
+    type: bool
+    default: false
+  exclude_guids:
+    description: GUIDs in use elsewhere (other nodes); wanting one of them is an error before any write.
+    type: list
+    elements: str
+  allow_vf_reset:
+    description: Allow re-binding VFs that look in use (a pod's netdev, a user-space driver); the re-bind disrupts them.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds to wait for each sysfs write and for the re-bound VFs to come back.
+    type: int
+    default: 60
+seealso:
+  - module: rdma.k8s_node.sriov_vfs
+  - module: rdma.k8s_node.rdma_facts
+"""
+
+EXAMPLES = r"""
+- name: Deterministic GUIDs on every VF of the first IB rail
+  rdma.k8s_node.ib_vf_guids:
+    netdev: ibp24s0
+
+- name: Explicit GUIDs, shared with sriov-network-operator through its pool file
+  rdma.k8s_node.ib_vf_guids:
+    rdma_device: mlx5_3
+    scheme: list
+    guids: ["06:00:00:00:00:01:00:00", "06:00:00:00:00:01:00:01"]
+    export_pool_file: true
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a GUID, a re-bind or the pool file was (or in check mode would be) changed.
+  returned: always
+  type: bool
+actions:
+  description: The steps taken, or that would be taken in check mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"action": "set_guid", "target": "ibp24s0 vf 0", "node_guid": "02:33:03:00:55:1e:20:00",
+            "port_guid": "02:33:03:00:55:1e:20:00", "via": "netlink", "reason": "zero GUID"},
+           {"action": "rebind", "target": "0000:18:00.1", "driver": "mlx5_core"}]
+reboot_required:
+  description: Always false.
+  returned: always
+  type: bool
+restart_required:
+  description: Always empty.
+  returned: always
+  type: list
+  elements: str
+observed:
+  description: What the module read before changing anything.
+  returned: always
+  type: dict
+  contains:
+    pf:
+      description: The PF (C(pci_address), C(netdev), C(rdma_device), C(link_layer), C(selected_by)).
+      type: dict
+    pf_node_guid:
+      description: The PF's firmware node GUID.
+      type: str
+    num_vfs:
+      description: How many VFs the PF has.
+      type: int
+    via:
+      description: V(netlink) or V(ofed_sysfs), the path used to set GUIDs.
+      type: str
+    vfs:
+      description: The VFs with the GUIDs they show (C(node_guid), C(port_guid)) and hold (C(admin)).
+      type: list
+      elements: dict
+    zero_guid_vfs:
+      description: Indexes of VFs whose GUID is zero.
+      type: list
+      elements: int
+guids:
+  description: The wanted GUID of each VF (node and port GUID alike), with its PCI address, netdevs and RDMA device.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"index": 0, "pci_address": "0000:18:00.1", "guid": "02:33:03:00:55:1e:20:00", "netdevs": ["ibp24s0v0"],
+            "rdma_device": "mlx5_12"}]
+diff:
+  description: VF GUIDs before and after, and the pool file (with C(--diff)).
+  returned: when diff mode is on and something changes
+  type: raw
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._guid import OPERATOR_POOL_FILE, SCHEMES
+from ansible_collections.rdma.k8s_node.plugins.module_utils._sriov_host import run_ib_vf_guids
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            netdev=dict(type="str"),
+            rdma_device=dict(type="str"),
+            pci_address=dict(type="str"),
+            scheme=dict(type="str", default="pf_guid", choices=list(SCHEMES)),
+            guid_prefix=dict(type="str", default="02"),
+            guids=dict(type="list", elements="str"),
+            pool_file=dict(type="path", default=OPERATOR_POOL_FILE),
+            export_pool_file=dict(type="bool", default=False),
+            exclude_guids=dict(type="list", elements="str"),
+            allow_vf_reset=dict(type="bool", default=False),
+            timeout=dict(type="int", default=60),
+            host_root=dict(type="path", default="/"),
+        ),
+        mutually_exclusive=[("netdev", "rdma_device", "pci_address")],
+        required_one_of=[("netdev", "rdma_device", "pci_address")],
+        required_if=[("scheme", "list", ("guids",))],
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**run_ib_vf_guids(module))
+    except RdmaNodeError as exc:
+        module.fail_json(**exc.to_fail_kwargs())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""InfiniBand VF GUIDs, pure: spellings, validity, the pf_guid scheme, the operator's pool file, the plan."""
+
+import json
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid as g
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
+
+PF = 0xA088C20300551E20   # dgx-h100 ibp24s0 (NVIDIA OUI a0:88:c2, Mellanox-style 03:00 filler)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("02:00:00:00:00:00:00:01", 0x0200000000000001),
+    ("2:0:0:0:0:0:0:1", 0x0200000000000001),
+    ("02-AA-00-00-00-00-00-01", 0x02AA000000000001),
+    ("a088:c203:0055:1e20", PF),
+    ("a088.c203.0055.1e20", PF),
+    ("0xa088c20300551e20", PF),
+    ("  a088c20300551e20 ", PF),
+])
+def test_parse_guid_spellings(text, value):
+    assert g.parse_guid(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "02:00:00:00:00:00:01", "02:00:00:00:00:00:00:00:01", "zz:00:00:00:00:00:00:01",
+                                  "a088:c203:0055", "123", None, 5, True])
+def test_parse_guid_rejects(text):
+    with pytest.raises(InputError) as info:
+        g.parse_guid(text, "guids[3]")
+    assert "guids[3]" in info.value.msg
+
+
+def test_format_roundtrip():
+    assert g.format_guid(PF) == "a0:88:c2:03:00:55:1e:20"
+    assert g.parse_guid(g.format_guid(PF)) == PF
+
+
+@pytest.mark.parametrize("value, fragment", [(0, "all zero"), ((1 << 64) - 1, "all FF")])
+def test_assignable_rejects_zero_and_all_ff(value, fragment):
+    with pytest.raises(InputError) as info:
+        g.assignable(value, "the GUID")
+    assert fragment in info.value.msg
+    assert g.assignable(1) == 1
+
+
+@pytest.mark.parametrize("text, value", [("02", 2), ("0x06", 6), ("fe", 0xFE), (0x0A, 0x0A)])
+def test_prefix_ok(text, value):
+    assert g.parse_prefix(text) == value
+
+
+@pytest.mark.parametrize("text, fragment", [("01", "locally-administered"), ("ff", "locally-administered"),
+                                            ("100", "one octet"), ("xx", "one octet"), ("00", "locally")])
+def test_prefix_bad(text, fragment):
+    with pytest.raises(InputError) as info:
+        g.parse_prefix(text)
+    assert fragment in info.value.msg
+
+
+def test_derive_layout():
+    # prefix | a0^88^c2 = ea | 03:00:55:1e:20 | vf
+    assert g.format_guid(g.derive(PF, 0)) == "02:ea:03:00:55:1e:20:00"
+    assert g.format_guid(g.derive(PF, 127, 0x06)) == "06:ea:03:00:55:1e:20:7f"
+
+
+def test_derive_unique_over_consecutive_pf_guids_and_vfs():
+    """A card's ports have consecutive GUIDs, racks have thousands of them: no two (PF, VF) pairs collide."""
+    guids = [g.derive(PF + pf, vf) for pf in range(4096) for vf in range(128)]
+    assert len(set(guids)) == len(guids)
+    assert all(value >> 56 == 0x02 for value in guids)
+
+
+def test_derive_never_equals_a_vendor_guid():
+    """Vendor GUIDs are universally administered (bit 0x02 of the first octet clear); ours always have it set."""
+    for pf in (PF, 0x0002C90300A1B2C3, 0xB83FD20300A13C40):
+        assert (g.derive(pf, 1) >> 56) & 0x02 and not (pf >> 56) & 0x02
+
+
+@pytest.mark.parametrize("pf, vf, fragment", [(PF, 256, "one octet"), (0, 0, "nothing stable"),
+                                              ((1 << 64) - 1, 0, "nothing stable")])
+def test_derive_errors(pf, vf, fragment):
+    with pytest.raises(InputError) as info:
+        g.derive(pf, vf)
+    assert fragment in info.value.msg
+
+
+OPERATOR_FILE = json.dumps([
+    {"pciAddress": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:00", "02:00:00:00:00:00:00:01"]},
+    {"pfGuid": "a0:88:c2:03:00:55:1e:21",
+     "guidsRange": {"start": "02:00:00:00:00:aa:00:02", "end": "02:00:00:00:00:aa:00:0a"}},
+])
+
+
+def test_pool_file_operator_keys():
+    entries = g.parse_pool(OPERATOR_FILE)
+    assert entries[0] == {"pci_address": "0000:18:00.0", "guids": [0x0200000000000000, 0x0200000000000001]}
+    assert entries[1]["range"] == (0x0200000000AA0002, 0x0200000000AA000A)
+    first = g.pool_entry_for(entries, "0000:18:00.0", [])
+    assert g.pool_guids(first, 2) == [0x0200000000000000, 0x0200000000000001]
+    by_guid = g.pool_entry_for(entries, "0000:99:00.0", ["A0:88:C2:03:00:55:1E:21"])
+    assert g.pool_guids(by_guid, 9)[-1] == 0x0200000000AA000A
+
+
+@pytest.mark.parametrize("data, fragment", [
+    ([{"pci_address": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:01"]}], "write 'pciAddress'"),
+    ([{"pf_guid": "x", "guids": ["02:00:00:00:00:00:00:01"]}], "write 'pfGuid'"),
+    ([{"pciAddress": "0000:18:00.0", "rangeStart": "02:00:00:00:00:00:00:01"}], "guidsRange.start"),
+    ([{"pciAddress": "a", "pfGuid": "b", "guids": ["02:00:00:00:00:00:00:01"]}], "exactly one of pciAddress and pfGuid"),
+    ([{"guids": ["02:00:00:00:00:00:00:01"]}], "exactly one of pciAddress and pfGuid"),
+    ([{"pciAddress": "a"}], "exactly one of guids and guidsRange"),
+    ([{"pciAddress": "a", "guids": ["02:00:00:00:00:00:00:01"], "guidsRange": {"start": "1", "end": "2"}}], "exactly one"),
+    ([{"pciAddress": "a", "guidsRange": {"start": "02:00:00:00:00:00:00:01"}}], "both start and end"),
+    ([{"pciAddress": "a", "guidsRange": {"start": "02:00:00:00:00:00:00:05", "end": "02:00:00:00:00:00:00:01"}}],
+     "below its start"),
+    ([{"pciAddress": "a", "guids": ["nope"]}], "guids[0]"),
+    ([{"pciAddress": "a", "guids": ["02:00:00:00:00:00:00:01"], "color": "red"}], "unknown key 'color'"),
+    ({"pciAddress": "a"}, "JSON list"),
+])
+def test_pool_file_errors(data, fragment):
+    with pytest.raises(ParseError) as info:
+        g.parse_pool(json.dumps(data))
+    assert fragment in info.value.msg
+
+
+def test_pool_file_not_json_and_exhaustion():
+    with pytest.raises(ParseError):
+        g.parse_pool("[oops")
+    entries = g.parse_pool(OPERATOR_FILE)
+    with pytest.raises(ParseError) as info:
+        g.pool_guids(entries[0], 3)
+    assert "lists 2 GUIDs" in info.value.msg and "3 VFs" in info.value.msg
+    with pytest.raises(ParseError):
+        g.pool_guids(entries[1], 10)
+    with pytest.raises(ParseError) as info:
+        g.pool_entry_for(entries, "0000:01:00.0", [])
+    assert "no entry for PF 0000:01:00.0" in info.value.msg
+
+
+def test_render_pool_merges_and_is_read_back():
+    text = g.render_pool(OPERATOR_FILE, "0000:18:00.0", [g.derive(PF, 0)])
+    entries = g.parse_pool(text)
+    assert len(entries) == 2
+    assert g.pool_guids(g.pool_entry_for(entries, "0000:18:00.0", []), 1) == [g.derive(PF, 0)]
+    assert g.render_pool(text, "0000:18:00.0", [g.derive(PF, 0)]) == text
+    fresh = g.render_pool(None, "0000:2a:00.0", [1, 2])
+    assert json.loads(fresh) == [{"guids": ["00:00:00:00:00:00:00:01", "00:00:00:00:00:00:00:02"],
+                                  "pciAddress": "0000:2a:00.0"}]
+
+
+def test_desired_guids_checks():
+    assert g.desired_guids("pf_guid", 2, PF) == [g.derive(PF, 0), g.derive(PF, 1)]
+    assert g.desired_guids("list", 1, explicit=["02:00:00:00:00:00:00:07", "junk-not-needed"][:1]) == [0x0200000000000007]
+    for explicit, fragment in ((["02:00:00:00:00:00:00:07"], "lists 1 GUIDs but the PF has 2 VFs"),
+                               (["02:00:00:00:00:00:00:07", "02:00:00:00:00:00:00:07"], "would both get"),
+                               (["02:00:00:00:00:00:00:07", "00:00:00:00:00:00:00:00"], "all zero"),
+                               (["ff:ff:ff:ff:ff:ff:ff:ff", "02:00:00:00:00:00:00:07"], "all FF")):
+        with pytest.raises(InputError) as info:
+            g.desired_guids("list", 2, explicit=explicit)
+        assert fragment in info.value.msg
+
+
+A, B = 0x0200000000000001, 0x0200000000000002
+
+
+@pytest.mark.parametrize("observed, expected", [
+    ({0: {"admin_node": 0, "admin_port": 0, "node": 0, "port": 0}}, [(0, True, "zero GUID")]),
+    ({0: {"admin_node": B, "admin_port": B, "node": B, "port": B}}, [(0, True, "GUID differs")]),
+    ({0: {"admin_node": A, "admin_port": A, "node": 0, "port": 0}}, [(0, False, "set but not yet effective")]),
+    ({0: {"admin_node": A, "admin_port": A, "node": A, "port": A}}, []),
+    ({0: {"admin_node": A, "admin_port": A, "node": None, "port": None}}, []),   # VF in a pod: admin is all we see
+    ({0: {"admin_node": A, "admin_port": 0, "node": A, "port": A}}, [(0, True, "GUID differs")]),
+])
+def test_plan_table(observed, expected):
+    steps = g.plan([A], observed)
+    assert [(s["vf"], s["set"], s["reason"].split(" (")[0]) for s in steps] == expected
+
+
+def test_plan_conflict_with_taken():
+    with pytest.raises(ConflictError) as info:
+        g.plan([A, B], {}, {B: "VF 3 of ibp64s0"})
+    assert "VF 1" in info.value.msg and "VF 3 of ibp64s0" in info.value.msg

@@ -1,0 +1,144 @@
+"""SR-IOV parsers and planners, pure and table-driven (kernel rules: drivers/pci/iov.c, domain-facts §2)."""
+
+import json
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _sriov as s
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
+
+IP_JSON = json.dumps([{
+    "ifindex": 4, "ifname": "ibp24s0", "link_type": "infiniband", "vfinfo_list": [
+        {"vf": 0, "link_type": "infiniband", "address": "00:00:10:49:fe:80", "spoofchk": False,
+         "node guid": "02:ea:03:00:55:1e:20:00", "port guid": "02:ea:03:00:55:1e:20:00", "link_state": "auto",
+         "trust": False, "query_rss_en": False},
+        {"vf": 1, "link_type": "infiniband", "address": "00:00:10:49:fe:80", "spoofchk": False,
+         "node guid": "00:00:00:00:00:00:00:00", "port guid": "00:00:00:00:00:00:00:00", "link_state": "disable",
+         "trust": False, "query_rss_en": False}]}])
+ETH_JSON = json.dumps([{"ifname": "ens1f0np0", "vfinfo_list": [
+    {"vf": 0, "link_type": "ether", "address": "02:3F:D2:40:00:00", "vlan_list": [{"vlan": 100, "qos": 3}],
+     "spoofchk": True, "link_state": "auto", "trust": True}]}])
+
+MSTCONFIG = """
+Device #1:
+----------
+
+Device type:    ConnectX7
+Description:    NVIDIA ConnectX-7 Adapter Card
+Device:         0000:18:00.0
+
+Configurations:                              Default         Current         Next Boot
+*        SRIOV_EN                            False(0)        True(1)         True(1)
+*        NUM_OF_VFS                          0               8               16
+*        LINK_TYPE_P1                        IB(1)           IB(1)           IB(1)
+The '*' shows parameters with next value different from default/current value.
+"""
+
+
+def test_parse_ip_vfs_ib_and_eth():
+    ib = s.parse_ip_vfs(IP_JSON)
+    assert ib[0]["node_guid"] == 0x02EA030055_1E2000 and ib[1]["node_guid"] == 0 and ib[1]["link_state"] == "disable"
+    assert ib[0]["mac"] is None
+    eth = s.parse_ip_vfs(ETH_JSON)[0]
+    assert (eth["vlan"], eth["qos"], eth["trust"], eth["spoofchk"], eth["mac"]) == (100, 3, True, True, "02:3f:d2:40:00:00")
+    assert s.parse_ip_vfs(json.dumps([{"ifname": "x"}])) == {}
+    for bad in ("", "[]", "nope"):
+        with pytest.raises(ParseError):
+            s.parse_ip_vfs(bad)
+
+
+def test_parse_ip_vfs_realdata_text_is_not_json(realdata):
+    """The real iproute2 example is the text form; the module asks for -j and must not mistake text for JSON."""
+    text = (realdata / "outputs/iproute2-commit-examples/ip-link-show-ib-vf-guid.commit-738728cc.txt").read_text()
+    assert "NODE_GUID" in text
+    with pytest.raises(ParseError):
+        s.parse_ip_vfs(text)
+
+
+def test_parse_mstconfig_and_verdict():
+    params = s.parse_mstconfig(MSTCONFIG)
+    assert params["NUM_OF_VFS"] == {"default": "0", "current": "8", "next": "16"}
+    assert s.firmware_verdict(params, 8) is None
+    message, staged = s.firmware_verdict(params, 12)
+    assert staged and "staged for the next boot" in message
+    message, staged = s.firmware_verdict(params, 20)
+    assert not staged and "NUM_OF_VFS=20" in message
+    assert s.firmware_verdict(params, 0) is None
+    off = s.parse_mstconfig(MSTCONFIG.replace("True(1)         True(1)", "False(0)        False(0)"))
+    assert "SRIOV_EN=False(0)" in s.firmware_verdict(off, 1)[0]
+    with pytest.raises(ParseError):
+        s.parse_mstconfig("-E- Failed to open the device\n")
+
+
+def test_parse_eswitch():
+    assert s.parse_eswitch('{"dev": {"pci/0000:01:00.0": {"mode": "switchdev"}}}') == "switchdev"
+    assert s.parse_eswitch('{"dev": {}}') is None
+    with pytest.raises(ParseError):
+        s.parse_eswitch("pci/0000:01:00.0: mode legacy")
+
+
+@pytest.mark.parametrize("current, desired, total, allow, writes", [
+    (0, 0, 16, False, []),
+    (0, 4, 16, False, [4]),
+    (4, 4, 16, False, []),
+    (4, 0, 16, False, [0]),
+    (4, 8, 16, True, [0, 8]),
+    (8, 2, 16, True, [0, 2]),
+    (0, 16, 16, False, [16]),
+    (0, 0, None, False, []),
+])
+def test_plan_numvfs(current, desired, total, allow, writes):
+    assert s.plan_numvfs(current, desired, total, allow) == writes
+
+
+@pytest.mark.parametrize("current, desired, total, fragment", [
+    (0, 17, 16, "above sriov_totalvfs 16"),
+    (0, -1, 16, "whole number"),
+    (0, 1, None, "no SR-IOV capability"),
+    (0, True, 16, "whole number"),
+])
+def test_plan_numvfs_input_errors(current, desired, total, fragment):
+    with pytest.raises(InputError) as info:
+        s.plan_numvfs(current, desired, total, True)
+    assert fragment in info.value.msg
+
+
+def test_plan_numvfs_reset_refused_names_vfs_in_use():
+    with pytest.raises(ConflictError) as info:
+        s.plan_numvfs(4, 8, 16, False, {2: "netdev ibp24s0v2 is up"})
+    assert "VF 2 (netdev ibp24s0v2 is up)" in info.value.msg and "allow_vf_reset=true" in info.value.msg
+    with pytest.raises(ConflictError) as info:
+        s.plan_numvfs(4, 8, 16, False)
+    assert "none looks in use" in info.value.msg
+
+
+def test_desired_vf_attrs_overlay_and_errors():
+    out = s.desired_vf_attrs(2, {"trust": True, "vlan": None}, [{"index": 1, "vlan": 10, "qos": 2, "trust": None}],
+                             "Ethernet")
+    assert out == {0: {"trust": True}, 1: {"trust": True, "vlan": 10, "qos": 2}}
+    cases = [
+        ((2, None, [{"index": 2}], "Ethernet"), "vfs[0].index must be between 0 and num_vfs-1"),
+        ((2, None, [{"index": 0}, {"index": 0}], "Ethernet"), "listed twice"),
+        ((1, {"vlan": 5000}, None, "Ethernet"), "vf_defaults.vlan"),
+        ((1, {"qos": 9, "vlan": 1}, None, "Ethernet"), "vf_defaults.qos"),
+        ((1, {"qos": 2}, None, "Ethernet"), "needs a non-zero vlan"),
+        ((1, {"mac": "nope"}, None, "Ethernet"), "not a MAC"),
+        ((2, {"mac": "02:00:00:00:00:01"}, None, "Ethernet"), "both ask for MAC"),
+        ((1, {"trust": True}, None, "InfiniBand"), "only exist on Ethernet"),
+    ]
+    for args, fragment in cases:
+        with pytest.raises(InputError) as info:
+            s.desired_vf_attrs(*args)
+        assert fragment in info.value.msg, args
+
+
+def test_plan_vf_attrs_and_argv():
+    desired = {0: {"link_state": "auto"}, 1: {"vlan": 100, "qos": 3, "trust": True}, 2: {"mac": "02:00:00:00:00:02"}}
+    observed = {0: {"link_state": "auto"}, 1: {"vlan": 100, "qos": 0, "trust": True}, 2: {"mac": "02:00:00:00:00:09"}}
+    changes = s.plan_vf_attrs(desired, observed)
+    assert changes == [(1, {"qos": 3, "vlan": 100}), (2, {"mac": "02:00:00:00:00:02"})]
+    assert s.ip_vf_argv("ens1f0np0", 1, changes[0][1]) == ["ip", "link", "set", "ens1f0np0", "vf", "1", "vlan", "100",
+                                                           "qos", "3"]
+    assert s.ip_vf_argv("ib0", 0, {"link_state": "auto", "trust": False}) == ["ip", "link", "set", "ib0", "vf", "0",
+                                                                              "trust", "off", "state", "auto"]
+    assert s.plan_vf_attrs(desired, {}) == [(0, {"link_state": "auto"}), (1, desired[1]), (2, desired[2])]

@@ -1,0 +1,201 @@
+"""ib_vf_guids on simulated nodes: OFED sysfs and netlink paths, drift, schemes, pool file, conflicts, faults."""
+
+import json
+import pathlib
+
+import pytest
+import yaml
+
+import hwsim
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid
+from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, sriov_vfs
+from unit.plugins.modules.harness import ModuleFail, run_module
+from unit.plugins.modules.simnode import sim_node
+
+IB_PF = "0000:18:00.0"
+PF_GUID = 0xA088C20300551E20
+POOL = "sriov-operator/infiniband/guids"
+
+
+def inbox_spec(tmp_path):
+    """dgx-h100 with inbox drivers: no OFED, so no sriov/<n>/ sysfs and GUIDs go through netlink."""
+    spec = yaml.safe_load(pathlib.Path(hwsim.load("dgx-h100").path).read_text())
+    del spec["ofed"]
+    path = tmp_path / "dgx-inbox.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture(params=["ofed", "inbox"])
+def node(request, tmp_path, monkeypatch):
+    spec = "dgx-h100" if request.param == "ofed" else inbox_spec(tmp_path)
+    with sim_node(spec, tmp_path, monkeypatch) as sim:
+        sim.via = "ofed_sysfs" if request.param == "ofed" else "netlink"
+        make_vfs(monkeypatch, sim, 3)
+        yield sim
+
+
+@pytest.fixture
+def dgx(tmp_path, monkeypatch):
+    with sim_node("dgx-h100", tmp_path, monkeypatch) as sim:
+        make_vfs(monkeypatch, sim, 2)
+        yield sim
+
+
+def make_vfs(monkeypatch, sim, count, netdev="ibp24s0"):
+    args = {"host_root": str(sim.root), "netdev": netdev, "num_vfs": count, "vf_defaults": {"link_state": "auto"}}
+    run_module(monkeypatch, sriov_vfs.main, args)
+
+
+def run(monkeypatch, sim, check=False, expect=None, **args):
+    args.setdefault("host_root", str(sim.root))
+    kwargs = {"expect": expect} if expect else {}
+    return run_module(monkeypatch, ib_vf_guids.main, args, check=check, diff=True, **kwargs)
+
+
+def admin(sim, bdf=IB_PF):
+    return dict((int(k), v["node_guid"]) for k, v in sim.call({"cmd": "dump"})["pfs"][bdf]["admin"].items())
+
+
+def vf_state(sim, index, pf_bdf=IB_PF):
+    vf = sim.root / "sys/bus/pci/devices" / pf_bdf / ("virtfn%d" % index)
+    ibdev = next((vf / "infiniband").iterdir())
+    return (ibdev / "node_guid").read_text().strip(), (ibdev / "ports/1/state").read_text().strip()
+
+
+def test_zero_guid_is_drift_then_set_then_idempotent(monkeypatch, node):
+    drift = run(monkeypatch, node, check=True, netdev="ibp24s0")
+    assert drift["changed"] is True and drift["observed"]["zero_guid_vfs"] == [0, 1, 2]
+    assert drift["observed"]["via"] == node.via
+    assert [a["action"] for a in drift["actions"]] == ["set_guid", "rebind"] * 3
+    assert "vf 0: 00:00:00:00:00:00:00:00" in drift["diff"]["before"]
+    assert set(admin(node).values()) == {"00:00:00:00:00:00:00:00"}
+    assert vf_state(node, 0) == ("0000:0000:0000:0000", "1: DOWN")
+
+    result = run(monkeypatch, node, netdev="ibp24s0")
+    wanted = [_guid.format_guid(_guid.derive(PF_GUID, i)) for i in range(3)]
+    assert [row["guid"] for row in result["guids"]] == wanted
+    assert [admin(node)[i] for i in range(3)] == wanted
+    assert vf_state(node, 1) == ("02ea:0300:551e:2001", "4: ACTIVE"), "re-bound: the VF shows the GUID, port comes up"
+    assert result["guids"][0]["netdevs"] == ["ibp24s0v0"] and result["guids"][0]["rdma_device"]
+
+    again = run(monkeypatch, node, rdma_device="mlx5_0")
+    assert again["changed"] is False and again["actions"] == []
+
+
+def test_guids_survive_nothing_but_come_back_identical_after_reboot(monkeypatch, dgx):
+    first = run(monkeypatch, dgx, netdev="ibp24s0")["guids"]
+    dgx.reboot()
+    make_vfs(monkeypatch, dgx, 2)
+    assert run(monkeypatch, dgx, check=True, netdev="ibp24s0")["changed"] is True
+    assert run(monkeypatch, dgx, netdev="ibp24s0")["guids"] == first
+
+
+def test_guid_set_but_not_rebound_is_drift(monkeypatch, dgx):
+    dgx.call({"cmd": "ip_link_set_vf", "dev": "ibp24s0", "vf": 0, "node_guid": _guid.format_guid(_guid.derive(PF_GUID, 0)),
+              "port_guid": _guid.format_guid(_guid.derive(PF_GUID, 0))})
+    drift = run(monkeypatch, dgx, check=True, netdev="ibp24s0")
+    steps = [(a["action"], a.get("reason")) for a in drift["actions"]][:2]
+    assert steps == [("rebind", None), ("set_guid", "zero GUID")]
+
+
+def test_list_scheme_and_prefix(monkeypatch, dgx):
+    wanted = ["06:00:00:00:00:00:00:0a", "06:00:00:00:00:00:00:0b"]
+    result = run(monkeypatch, dgx, netdev="ibp24s0", scheme="list", guids=wanted + ["06:00:00:00:00:00:00:0c"])
+    assert [row["guid"] for row in result["guids"]] == wanted
+    prefixed = run(monkeypatch, dgx, netdev="ibp24s0", guid_prefix="0a")
+    assert prefixed["guids"][1]["guid"] == "0a:ea:03:00:55:1e:20:01"
+
+
+def test_operator_pool_file_read_and_export(monkeypatch, dgx):
+    (dgx.etc / "sriov-operator/infiniband").mkdir(parents=True)
+    pool = dgx.etc / POOL
+    pool.write_text(json.dumps([{"pfGuid": "a0:88:c2:03:00:55:1e:20",
+                                 "guidsRange": {"start": "06:00:00:00:00:aa:00:00", "end": "06:00:00:00:00:aa:00:0f"}}]))
+    result = run(monkeypatch, dgx, netdev="ibp24s0", scheme="pool_file")
+    assert [row["guid"] for row in result["guids"]] == ["06:00:00:00:00:aa:00:00", "06:00:00:00:00:aa:00:01"]
+    pool.write_text(json.dumps([{"pci_address": IB_PF, "guids": ["06:00:00:00:00:00:00:01"]}]))
+    failure = run(monkeypatch, dgx, netdev="ibp24s0", scheme="pool_file", expect=ModuleFail)
+    assert "'pci_address', which sriov-network-operator's code does not read" in failure["msg"]
+
+    pool.unlink()
+    exported = run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True)
+    assert any(a["action"] == "create_file" for a in exported["actions"])
+    entries = json.loads(pool.read_text())
+    assert entries == [{"pciAddress": IB_PF, "guids": [row["guid"] for row in exported["guids"]]}]
+    assert run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True)["changed"] is False
+    # the operator, reading that file, would assign exactly our GUIDs
+    assert run(monkeypatch, dgx, netdev="ibp24s0", scheme="pool_file")["changed"] is False
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"netdev": "enp41s0f0np0"}, "is an Ethernet PF: VF node/port GUIDs only exist on InfiniBand"),
+    ({"netdev": "ib7"}, "netdev: there is no network interface 'ib7'"),
+    ({"netdev": "ibp24s0v0"}, "is a VF (of PF 0000:18:00.0)"),
+    ({"netdev": "ibp24s0", "scheme": "list", "guids": ["02:00:00:00:00:00:00:01", "nonsense"]}, "guids[1]"),
+    ({"netdev": "ibp24s0", "scheme": "list", "guids": ["02:00:00:00:00:00:00:01", "00:00:00:00:00:00:00:00"]}, "all zero"),
+    ({"netdev": "ibp24s0", "scheme": "list", "guids": ["ff:ff:ff:ff:ff:ff:ff:ff", "02:00:00:00:00:00:00:01"]}, "all FF"),
+    ({"netdev": "ibp24s0", "scheme": "list", "guids": ["02:00:00:00:00:00:00:01", "02:00:00:00:00:00:00:01"]},
+     "VF 0 and VF 1 would both get GUID 02:00:00:00:00:00:00:01"),
+    ({"netdev": "ibp24s0", "scheme": "list", "guids": ["02:00:00:00:00:00:00:01"]}, "lists 1 GUIDs but the PF has 2"),
+    ({"netdev": "ibp24s0", "scheme": "list"}, "scheme is list but all of the following are missing: guids"),
+    ({"netdev": "ibp24s0", "guids": ["02:00:00:00:00:00:00:01"]}, "guids is only used with scheme=list"),
+    ({"netdev": "ibp24s0", "guid_prefix": "01"}, "locally-administered bit"),
+    ({"netdev": "ibp24s0", "scheme": "pool_file"}, "does not exist"),
+    ({"netdev": "ibp24s0", "scheme": "pool_file", "export_pool_file": True}, "use one or the other"),
+    ({"netdev": "ibp24s0", "scheme": "random"}, "value of scheme must be one of"),
+    ({"netdev": "ibp24s0", "exclude_guids": ["02:ea:03:00:55:1e:20:01"]}, "another node of the inventory"),
+    ({"netdev": "ibp24s0", "scheme": "list", "guids": ["a0:88:c2:03:00:55:1e:20", "02:00:00:00:00:00:00:01"]},
+     "is already used by the PF 0000:18:00.0 itself"),
+    ({"netdev": "ibp24s0", "scheme": "list", "guids": ["a0:88:c2:03:00:55:1e:28", "02:00:00:00:00:00:00:01"]},
+     "already used by mlx5_3 (node GUID)"),
+])
+def test_bad_input_fails_before_any_write(monkeypatch, dgx, args, message):
+    failure = run(monkeypatch, dgx, expect=ModuleFail, **args)
+    assert message in failure["msg"]
+    assert set(admin(dgx).values()) == {"00:00:00:00:00:00:00:00"}
+
+
+def test_guid_of_another_pfs_vf_is_a_conflict(monkeypatch, dgx):
+    make_vfs(monkeypatch, dgx, 1, netdev="ibp64s0")
+    taken = "02:00:00:00:00:00:00:42"
+    dgx.call({"cmd": "ip_link_set_vf", "dev": "ibp64s0", "vf": 0, "node_guid": taken, "port_guid": taken})
+    failure = run(monkeypatch, dgx, netdev="ibp24s0", scheme="list", guids=[taken, "02:00:00:00:00:00:00:43"],
+                  expect=ModuleFail)
+    assert "already used by VF 0 of ibp64s0" in failure["msg"]
+
+
+def test_vf_in_use_is_not_rebound_without_allow_vf_reset(monkeypatch, dgx):
+    dgx.call({"cmd": "ip_link_set", "dev": "ibp24s0v1", "up": True})
+    failure = run(monkeypatch, dgx, netdev="ibp24s0", expect=ModuleFail)
+    assert "VF 1 (netdev ibp24s0v1 is up)" in failure["msg"] and "allow_vf_reset=true" in failure["msg"]
+    assert run(monkeypatch, dgx, netdev="ibp24s0", allow_vf_reset=True)["changed"] is True
+
+
+FAULTS = [
+    ("ofed", {"path": "sys/bus/pci/devices/%s/sriov/1/node" % IB_PF, "errno": "EIO"}, "EIO"),
+    ("ofed", {"path": "sys/bus/pci/devices/%s/sriov/1/port" % IB_PF, "errno": "EACCES"}, "EACCES"),
+    ("ofed", {"path": "sys/bus/pci/devices/%s/sriov/1/node" % IB_PF, "action": "hang", "seconds": 1.5}, "ETIMEDOUT"),
+    ("inbox", {"path": "rtnl/ibp24s0/vf/1", "errno": "ENOSPC"}, "No space left on device"),
+    ("inbox", {"path": "rtnl/ibp24s0/vf/1", "errno": "EBUSY"}, "Device or resource busy"),
+    ("ofed", {"path": "sys/bus/pci/drivers/mlx5_core/bind", "errno": "EIO"}, "binding it again failed: EIO"),
+    ("inbox", {"path": "sys/bus/pci/drivers/mlx5_core/unbind", "errno": "EBUSY"}, "re-binding VF 0"),
+]
+
+
+@pytest.mark.parametrize("flavour, fault, message", FAULTS)
+def test_write_faults_restore_previous_guids(monkeypatch, tmp_path, flavour, fault, message):
+    spec = "dgx-h100" if flavour == "ofed" else inbox_spec(tmp_path)
+    with sim_node(spec, tmp_path, monkeypatch) as sim:
+        make_vfs(monkeypatch, sim, 3)
+        old = "02:00:00:00:00:00:00:0%d"
+        run(monkeypatch, sim, netdev="ibp24s0", scheme="list", guids=[old % i for i in range(1, 4)])
+        before = admin(sim)
+        sim.call(dict(fault, cmd="fault_add", op="write", count=1))
+        failure = run(monkeypatch, sim, netdev="ibp24s0", timeout=1, expect=ModuleFail)
+        assert message in failure["msg"], failure["msg"]
+        assert "previous GUIDs restored" in failure["msg"] or "no GUID had been changed yet" in failure["msg"]
+        assert admin(sim) == before
+        shown = [vf_state(sim, i)[0] for i in range(3)]
+        assert shown == ["0200:0000:0000:000%d" % i for i in range(1, 4)], "every VF bound again, showing its old GUID"
