@@ -27,6 +27,18 @@ attributes:
     platforms: posix
 """
 
+    # Modules that change the node: full check mode, diff and idempotence.
+    CHANGES = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+"""
+
     FACTS = r"""
 options: {}
 attributes:

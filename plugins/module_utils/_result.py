@@ -12,6 +12,8 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+
 
 def action(kind, target, **detail):
     """One planned step: ``kind`` (a verb such as ``write_file``), ``target`` (path or device) and details."""
@@ -60,3 +62,13 @@ class Result:
             out["diff"] = self.diffs[0] if len(self.diffs) == 1 else list(self.diffs)
         out.update(self.extra)
         return out
+
+
+def exit_module(module, body):
+    """The end of every module's main(): exit with ``body(module)``'s result, or fail with the typed error's
+    message, details and partial result. Nothing below main() calls exit_json/fail_json itself."""
+    try:
+        result = body(module)
+    except RdmaNodeError as exc:
+        module.fail_json(**exc.to_fail_kwargs())
+    module.exit_json(**result)

@@ -215,11 +215,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, InputError, ParseError, RdmaNodeError, VerifyError,
+    ApplyError, ConflictError, InputError, ParseError, VerifyError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 # systemd's unit search path, most important first (a drop-in name in an earlier directory masks a later one)
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
@@ -622,10 +622,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        module.exit_json(**run_module(module))
-    except RdmaNodeError as exc:
-        module.fail_json(**exc.to_fail_kwargs())
+    exit_module(module, run_module)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,7 @@ description:
 extends_documentation_fragment:
   - rdma.k8s_node.host_root
   - rdma.k8s_node.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
+  - rdma.k8s_node.attributes.changes
 options:
   netdev:
     description: The PF by its IPoIB interface name (for example V(ibp24s0)).
@@ -170,8 +164,8 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._guid import OPERATOR_POOL_FILE, SCHEMES
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import exit_module
 from ansible_collections.rdma.k8s_node.plugins.module_utils._sriov_host import run_ib_vf_guids
 
 
@@ -196,10 +190,7 @@ def main():
         required_if=[("scheme", "list", ("guids",))],
         supports_check_mode=True,
     )
-    try:
-        module.exit_json(**run_ib_vf_guids(module))
-    except RdmaNodeError as exc:
-        module.fail_json(**exc.to_fail_kwargs())
+    exit_module(module, run_ib_vf_guids)
 
 
 if __name__ == "__main__":

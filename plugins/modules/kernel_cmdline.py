@@ -28,13 +28,7 @@ description:
 extends_documentation_fragment:
   - rdma.k8s_node.host_root
   - rdma.k8s_node.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
+  - rdma.k8s_node.attributes.changes
 options:
   present:
     description:
@@ -182,11 +176,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, InputError, RdmaNodeError, VerifyError,
+    ApplyError, ConflictError, InputError, VerifyError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 GRUB_DEFAULTS = "/etc/default/grub"
 GRUB_DEFAULTS_DIR = "/etc/default/grub.d"
@@ -478,10 +472,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        module.exit_json(**run_module(module))
-    except RdmaNodeError as exc:
-        module.fail_json(**exc.to_fail_kwargs())
+    exit_module(module, run_module)
 
 
 if __name__ == "__main__":

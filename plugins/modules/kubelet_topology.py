@@ -197,11 +197,11 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, InputError, ParseError, RdmaNodeError,
+    ApplyError, InputError, ParseError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 try:
     import yaml
@@ -471,10 +471,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        module.exit_json(**run_module(module))
-    except RdmaNodeError as exc:
-        module.fail_json(**exc.to_fail_kwargs())
+    exit_module(module, run_module)
 
 
 if __name__ == "__main__":

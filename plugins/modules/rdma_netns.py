@@ -24,13 +24,7 @@ description:
 extends_documentation_fragment:
   - rdma.k8s_node.host_root
   - rdma.k8s_node.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
+  - rdma.k8s_node.attributes.changes
 options:
   mode:
     description:
@@ -139,11 +133,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe, _netns
 from ansible_collections.rdma.k8s_node.plugins.module_utils._cmdline import last_value
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, InputError, RdmaNodeError, VerifyError,
+    ApplyError, ConflictError, InputError, VerifyError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 NETNS_PARAM = "/sys/module/ib_core/parameters/netns_mode"
 MODPROBE_DIR = "/etc/modprobe.d"
@@ -294,10 +288,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        module.exit_json(**run_module(module))
-    except RdmaNodeError as exc:
-        module.fail_json(**exc.to_fail_kwargs())
+    exit_module(module, run_module)
 
 
 if __name__ == "__main__":

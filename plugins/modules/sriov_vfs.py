@@ -32,13 +32,7 @@ description:
 extends_documentation_fragment:
   - rdma.k8s_node.host_root
   - rdma.k8s_node.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
+  - rdma.k8s_node.attributes.changes
 options:
   netdev:
     description: The PF by its network interface name (for example V(ibp24s0) or V(ens1f0np0)).
@@ -214,8 +208,8 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._sriov import LINK_STATES
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import exit_module
 from ansible_collections.rdma.k8s_node.plugins.module_utils._sriov_host import run_sriov_vfs
 
 
@@ -251,10 +245,7 @@ def main():
         required_one_of=[("netdev", "rdma_device", "pci_address")],
         supports_check_mode=True,
     )
-    try:
-        module.exit_json(**run_sriov_vfs(module))
-    except RdmaNodeError as exc:
-        module.fail_json(**exc.to_fail_kwargs())
+    exit_module(module, run_sriov_vfs)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,7 @@ description:
 extends_documentation_fragment:
   - rdma.k8s_node.host_root
   - rdma.k8s_node.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
+  - rdma.k8s_node.attributes.changes
 options:
   path:
     description: The file this module owns; a C(.conf) file directly in C(/etc/sysctl.d).
@@ -122,10 +116,10 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, RdmaNodeError, VerifyError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, VerifyError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 SYSCTL_DIR = "/etc/sysctl.d"
 
@@ -221,10 +215,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        module.exit_json(**run_module(module))
-    except RdmaNodeError as exc:
-        module.fail_json(**exc.to_fail_kwargs())
+    exit_module(module, run_module)
 
 
 if __name__ == "__main__":
