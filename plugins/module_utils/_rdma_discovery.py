@@ -89,6 +89,10 @@ class _Reader:
         return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
 
 
+# /proc/<pid>/comm of device plugins (cut at 15 characters by the kernel)
+DEVICE_PLUGIN_COMMS = ("k8s-rdma-shared", "sriovdp")
+
+
 def _numa(value):
     """``numa_node`` as reported: an int >= 0, or None for -1 / missing / unparsable (never node 0 by default)."""
     if value is None or value < 0:
@@ -379,6 +383,26 @@ class _Discovery:
             out[ifname] = dict((key, self.reader.int(base + key)) for key in SYSCTL_KEYS)
         return out
 
+    def cpu_vendor(self):
+        """``vendor_id`` of the first CPU (``GenuineIntel``, ``AuthenticAMD`` ...), which picks the IOMMU switch."""
+        for line in (self.reader.text("/proc/cpuinfo") or "").splitlines():
+            if line.startswith("vendor_id"):
+                return line.partition(":")[2].strip() or None
+            if not line.strip():
+                break
+        return None
+
+    def device_plugins(self):
+        """Sorted ``comm`` names of running Kubernetes RDMA/SR-IOV device plugins (the shared device plugin's
+        ``k8s-rdma-shared``, the SR-IOV device plugin's ``sriovdp``), which the netns mode must agree with."""
+        found = set()
+        for entry in self.reader.listdir("/proc"):
+            if entry.isdigit():
+                comm = self.host.try_attr("/proc/%s/comm" % entry)
+                if comm and comm.startswith(DEVICE_PLUGIN_COMMS):
+                    found.add(comm)
+        return sorted(found)
+
     def mtu(self, netdevs):
         return dict((ifname, self.reader.int(SYS_NET + "/" + ifname + "/mtu")) for ifname in netdevs)
 
@@ -472,6 +496,8 @@ def gather(host):
         "sysctl": disc.sysctl(netdevs),
         "mtu": disc.mtu(netdevs),
         "rdma_cgroup": disc.rdma_cgroup(),
+        "cpu_vendor": disc.cpu_vendor(),
+        "device_plugins": disc.device_plugins(),
     }
     facts["problems"] = disc.reader.problems
     return facts

@@ -306,6 +306,39 @@ ansible_facts:
           type: dict
           returned: always
           sample: {"containerd": {"version": "1.7.24", "config_version": 2}, "kubelet": {"config": null}}
+        cpu_vendor:
+          description: C(vendor_id) of the first CPU in C(/proc/cpuinfo); it decides the vendor IOMMU switch.
+          returned: always
+          type: str
+          sample: GenuineIntel
+        device_plugins:
+          description:
+            - Running Kubernetes RDMA device plugins by process name (C(k8s-rdma-shared) is the RDMA shared device
+              plugin, C(sriovdp) the SR-IOV network device plugin), so the audit can flag the shared device plugin
+              in exclusive netns mode.
+          returned: always
+          type: list
+          elements: str
+          sample: ["k8s-rdma-shared"]
+        persisted:
+          description:
+            - What the next boot gets, read from files only, so an audit can compare desired, live and persisted.
+            - C(kernel_cmdline) is the default boot entry's arguments (the first C(linux) line of C(grub.cfg), or the
+              running kernel's Boot Loader Specification entry with C($kernelopts) expanded); V(null) without GRUB.
+            - C(netns_mode) has the C(ib_core netns_mode) of modprobe.d (C(modprobe), C(modprobe_file)), of the boot
+              command line (C(cmdline)) and the one that wins (C(effective)), as V(shared), V(exclusive) or V(null).
+            - C(sysctl) has, per interface (C(all), C(default) and each RDMA netdev), the C(arp_ignore),
+              C(arp_announce) and C(rp_filter) that systemd-sysctl would apply at boot, with the file that sets it.
+            - C(modules_load) lists the modules loaded at boot by modules-load.d and C(/etc/modules).
+            - C(sriov) summarizes the sriov role's boot state file (PFs and VF counts), V(null) when absent.
+          returned: always
+          type: dict
+          sample: {"kernel_cmdline": {"source": "/boot/grub/grub.cfg", "kernel": "/boot/vmlinuz-6.1.0-28-amd64",
+                   "args": ["ro", "iommu=pt"]},
+                   "netns_mode": {"modprobe": "exclusive", "modprobe_file": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf",
+                                  "cmdline": null, "effective": "exclusive"},
+                   "sysctl": {"all": {"arp_ignore": {"value": 1, "file": "/etc/sysctl.d/90-rdma-k8s-node.conf"}}},
+                   "modules_load": ["nvidia_peermem"], "sriov": null, "problems": []}
         problems:
           description: Files that exist but could not be read or parsed.
           returned: always
@@ -319,6 +352,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaN
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import runtime_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 
 
 def main():
@@ -332,6 +366,7 @@ def main():
         host = HostRoot(module.params["host_root"])
         facts = gather(host)
         facts["runtime"] = runtime_facts(host, HostCommands(module, host))
+        facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

@@ -12,7 +12,7 @@ from unit.plugins.realdata_trees import CaptureTrees
 from unit.plugins.sysfs_tree import SysfsTree
 
 CONTRACT_KEYS = {"devices", "gpus", "gpu_nic_affinity", "netns_mode", "kernel_cmdline", "modules", "sysctl", "mtu",
-                 "rdma_cgroup", "problems", "numa_nodes"}
+                 "rdma_cgroup", "problems", "numa_nodes", "cpu_vendor", "device_plugins"}
 DEVICE_KEYS = {"name", "pci_address", "numa_node", "driver", "netdevs", "ports", "node_guid", "is_vf", "pf", "sriov",
                "vfs", "fw_ver", "board_id"}
 
@@ -286,7 +286,7 @@ def test_empty_root_gives_empty_facts(tmp_path):
     assert facts == {"devices": [], "gpus": [], "gpu_nic_affinity": {}, "numa_nodes": {"online": None, "has_cpu": None},
                      "netns_mode": None, "kernel_cmdline": None, "modules": None,
                      "sysctl": {"all": dict.fromkeys(disc.SYSCTL_KEYS), "default": dict.fromkeys(disc.SYSCTL_KEYS)},
-                     "mtu": {}, "rdma_cgroup": {}, "problems": []}
+                     "mtu": {}, "rdma_cgroup": {}, "problems": [], "cpu_vendor": None, "device_plugins": []}
 
 
 def _two_host_bridges(tmp_path, gpu_numa, nic_numa, nodes):
@@ -559,3 +559,21 @@ def test_soft_roce_device_without_pci_takes_its_netdev_from_the_gid_table(tmp_pa
     rxe = facts_of(tmp_path)["devices"][0]
     assert (rxe["name"], rxe["pci_address"], rxe["netdevs"]) == ("rxe0", None, ["eth0"])
     assert rxe["ports"][0]["netdev"] == "eth0" and rxe["ports"][0]["port_guid"] is None
+
+
+def test_cpu_vendor_and_device_plugins(tmp_path):
+    tree = SysfsTree(tmp_path)
+    tree.file("/proc/cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n\n"
+                               "processor\t: 1\nvendor_id\t: AuthenticAMD\n")
+    for pid, comm in (("1", "systemd"), ("4242", "k8s-rdma-shared"), ("4343", "sriovdp"), ("99", "kubelet")):
+        tree.file("/proc/%s/comm" % pid, comm + "\n")
+    tree.file("/proc/self/comm", "python3\n")
+    facts = facts_of(tmp_path)
+    assert facts["cpu_vendor"] == "AuthenticAMD"
+    assert facts["device_plugins"] == ["k8s-rdma-shared", "sriovdp"]
+
+
+def test_no_cpuinfo_and_no_plugins(tmp_path):
+    SysfsTree(tmp_path).file("/proc/cpuinfo", "processor\t: 0\nmodel name\t: POWER9\n")
+    facts = facts_of(tmp_path)
+    assert facts["cpu_vendor"] is None and facts["device_plugins"] == []

@@ -26,7 +26,8 @@ REPO = pathlib.Path(__file__).resolve().parents[4]
 ANSIBLE = REPO / ".venv" / "bin" / "ansible"
 
 CONTRACT_KEYS = {"devices", "gpus", "gpu_nic_affinity", "netns_mode", "kernel_cmdline", "modules", "sysctl", "mtu",
-                 "rdma_cgroup", "problems", "numa_nodes", "runtime"}
+                 "rdma_cgroup", "problems", "numa_nodes", "runtime", "persisted",
+                 "cpu_vendor", "device_plugins"}
 
 
 class ExitJson(Exception):
@@ -150,6 +151,8 @@ def test_module_on_simulated_dgx_h100(dgx):
     result = run({"host_root": str(dgx), "_ansible_check_mode": True})
     facts = result["ansible_facts"]["rdma"]
     runtime = facts.pop("runtime")
+    persisted = facts.pop("persisted")
+    assert persisted["problems"] == [] and persisted["netns_mode"]["effective"] is None
     assert facts == json.loads(json.dumps(gather(HostRoot(str(dgx)))))
     assert runtime["containerd"]["config_version"] is None, "the simulated node has no containerd"
     assert len(facts["devices"]) == 12 and len(facts["gpus"]) == 8 and facts["problems"] == []

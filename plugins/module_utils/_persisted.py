@@ -1,0 +1,264 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the node is configured to do at its next boot, read from files only: the `persisted` part of rdma_facts.
+
+The audit compares three values per item: desired (inventory), live (the kernel now) and persisted (this module).
+Everything here reads files under the host root and never runs a command, so it is safe on a live fleet and in a
+pod that mounts the host.  The pure parsers take text and return plain data; :func:`persisted_facts` does the I/O.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import fnmatch
+import json
+import re
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _netns
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+
+GRUB_CFGS = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
+BLS_DIR = "/boot/loader/entries"
+GRUBENVS = ("/boot/grub2/grubenv", "/boot/grub/grubenv")
+# systemd-sysctl's directories, most important first; a file name in an earlier one hides the same name later
+SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
+SYSCTL_CONF = "/etc/sysctl.conf"
+MODULES_LOAD_DIRS = ("/etc/modules-load.d", "/run/modules-load.d", "/usr/local/lib/modules-load.d",
+                     "/usr/lib/modules-load.d", "/lib/modules-load.d")
+MODULES_FILE = "/etc/modules"
+SRIOV_STATE = "/etc/rdma-k8s-node/sriov.json"
+SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
+
+_BLS_KEY_RE = re.compile(r"^\s*(\w+)\s+(.*?)\s*$")
+
+
+# -- pure parsers ---------------------------------------------------------------------------------------------------
+def parse_bls_entry(text):
+    """A Boot Loader Specification entry as ``{key: value}`` (``options`` lines joined, as systemd-boot does)."""
+    out = {}
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        match = _BLS_KEY_RE.match(line)
+        if not match:
+            continue
+        key, value = match.groups()
+        if key == "options" and "options" in out:
+            out[key] = out[key] + " " + value
+        else:
+            out[key] = value
+    return out
+
+
+def parse_grubenv(text):
+    """``key=value`` lines of a GRUB environment block (the ``#`` padding is ignored)."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "=" not in line:
+            continue
+        key, dummy, value = line.partition("=")
+        out[key] = value
+    return out
+
+
+def expand_grub_vars(args, env):
+    """Replace ``$name`` / ``${name}`` words of BLS options with their GRUB environment value (EL's kernelopts)."""
+    out = []
+    for arg in args:
+        match = re.match(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$", arg)
+        if match:
+            out.extend(_cmdline.split_raw(env.get(match.group(1), "")))
+        else:
+            out.append(arg)
+    return out
+
+
+def sysctl_assignments(text):
+    """``(key, value, ignore_failure)`` of every assignment in a sysctl.d file, in order."""
+    out = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;" or "=" not in line:
+            continue
+        key, dummy, value = line.partition("=")
+        key = key.strip()
+        ignore = key.startswith("-")
+        out.append((key.lstrip("-").strip(), value.strip(), ignore))
+    return out
+
+
+def sysctl_key_parts(key):
+    """A sysctl.d key as path components: ``/``-separated keys keep dots (interface names such as ``eth0.100``)."""
+    key = key.strip()
+    return key.strip("/").split("/") if "/" in key else key.split(".")
+
+
+def persisted_sysctl(files, interfaces):
+    """``{interface: {param: {"value": int|str, "file": path}}}`` for ``all``, ``default`` and ``interfaces``
+    from ``files`` = ``[(path, text)]`` in systemd-sysctl's order: the last assignment wins, glob keys
+    (``net.ipv4.conf.*.rp_filter``) apply to every matching interface, as systemd-sysctl does."""
+    names = ["all", "default"] + [i for i in interfaces if i not in ("all", "default")]
+    out = dict((name, {}) for name in names)
+    for path, text in files:
+        for key, value, dummy_ignore in sysctl_assignments(text):
+            parts = sysctl_key_parts(key)
+            if len(parts) != 5 or parts[:3] != ["net", "ipv4", "conf"] or parts[4] not in SYSCTL_PARAMS:
+                continue
+            pattern = parts[3]
+            for name in names:
+                if name == pattern or (any(c in pattern for c in "*?[") and fnmatch.fnmatchcase(name, pattern)):
+                    out[name][parts[4]] = {"value": int(value) if re.match(r"^-?\d+$", value) else value, "file": path}
+    return out
+
+
+def modules_load_names(text):
+    """Module names listed in a modules-load.d file or /etc/modules (comments with ``#`` or ``;``)."""
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith(";"):
+            out.append(_modprobe.module_name(line.split()[0]))
+    return out
+
+
+def sriov_state_summary(data):
+    """The PFs and VF counts of the sriov role's boot-unit state file (see roles/sriov/templates)."""
+    if not isinstance(data, dict) or not isinstance(data.get("sriov_vfs"), list):
+        raise ValueError("not an rdma.k8s_node sriov state file (no sriov_vfs list)")
+    pfs = []
+    for entry in data["sriov_vfs"]:
+        if not isinstance(entry, dict):
+            raise ValueError("sriov_vfs entries must be objects")
+        pfs.append({"netdev": entry.get("netdev"), "rdma_device": entry.get("rdma_device"),
+                    "pci_address": entry.get("pci_address"), "num_vfs": entry.get("num_vfs")})
+    guid_pfs = sorted(e.get("pci_address") for e in data.get("ib_vf_guids") or [] if isinstance(e, dict))
+    return {"pfs": pfs, "guid_pfs": guid_pfs}
+
+
+def ordered_files(listing, dirs):
+    """systemd's conf.d ordering: names deduplicated (earlier directory wins), ``*.conf`` only, sorted by name."""
+    chosen = {}
+    for directory in dirs:
+        for name in listing.get(directory, []):
+            if name.endswith(".conf") and name not in chosen:
+                chosen[name] = directory
+    return [chosen[name] + "/" + name for name in sorted(chosen)]
+
+
+# -- node I/O -------------------------------------------------------------------------------------------------------
+class _Reader(object):
+    def __init__(self, host, problems):
+        self.host = host
+        self.problems = problems
+
+    def text(self, path):
+        try:
+            return self.host.read_text(path)
+        except RdmaNodeError as exc:
+            self.problems.append({"path": path, "error": exc.msg})
+            return None
+
+    def listdir(self, path):
+        try:
+            return self.host.listdir(path)
+        except RdmaNodeError as exc:
+            self.problems.append({"path": path, "error": exc.msg})
+            return []
+
+    def listing(self, dirs):
+        return dict((d, self.listdir(d)) for d in dirs)
+
+
+def boot_cmdline(reader, release):
+    """The arguments the next boot gets by default: BLS entry of the running kernel (or the newest) when GRUB reads
+    BLS entries, else the first ``linux`` line of grub.cfg.  ``None`` when no GRUB configuration is found."""
+    for cfg in GRUB_CFGS:
+        text = reader.text(cfg)
+        if text is None:
+            continue
+        if "blscfg" in text and reader.host.isdir(BLS_DIR):
+            entries = sorted(n for n in reader.listdir(BLS_DIR) if n.endswith(".conf"))
+            parsed = []
+            for name in entries:
+                body = reader.text(BLS_DIR + "/" + name)
+                if body is not None:
+                    parsed.append((name, parse_bls_entry(body)))
+            chosen = [p for p in parsed if release and release in (p[1].get("version", ""), p[1].get("linux", ""))
+                      or release and p[1].get("linux", "").endswith("-" + release)]
+            chosen = chosen or sorted(parsed, reverse=True)
+            if chosen:
+                name, entry = chosen[0]
+                env = {}
+                for grubenv in GRUBENVS:
+                    env_text = reader.text(grubenv)
+                    if env_text is not None:
+                        env = parse_grubenv(env_text)
+                        break
+                args = expand_grub_vars(_cmdline.split_raw(entry.get("options", "")), env)
+                return {"source": BLS_DIR + "/" + name, "kernel": entry.get("linux"), "args": args}
+        lines = _grub.grub_cfg_linux_lines(text)
+        if lines:
+            return {"source": cfg, "kernel": lines[0]["kernel"], "args": lines[0]["args"]}
+    return None
+
+
+def netns_persisted(reader, boot):
+    """The netns mode the next boot gets: ``ib_core.netns_mode=`` on the boot command line wins over modprobe.d
+    (kmod appends command-line options after the configured ones)."""
+    files = []
+    for path in ordered_files(reader.listing(_modprobe.CONFIG_DIRS), _modprobe.CONFIG_DIRS):
+        text = reader.text(path)
+        files.append((path, text or ""))
+    value, path = _modprobe.effective_option(files, "ib_core", "netns_mode")
+    out = {"modprobe": None, "modprobe_file": path, "cmdline": None, "effective": None}
+    try:
+        out["modprobe"] = _netns.mode_of(value) if value is not None else None
+    except RdmaNodeError as exc:
+        reader.problems.append({"path": path, "error": exc.msg})
+    if boot is not None:
+        arg = _cmdline.last_value(" ".join(boot["args"]), "ib_core.netns_mode")
+        if arg is not None:
+            try:
+                out["cmdline"] = _netns.mode_of(arg)
+            except RdmaNodeError as exc:
+                reader.problems.append({"path": boot["source"], "error": exc.msg})
+    out["effective"] = out["cmdline"] or out["modprobe"]
+    return out
+
+
+def persisted_facts(host, interfaces):
+    """``{kernel_cmdline, netns_mode, sysctl, modules_load, sriov, problems}`` of the node behind ``host``."""
+    problems = []
+    reader = _Reader(host, problems)
+    release = host.try_attr("/proc/sys/kernel/osrelease")
+    boot = boot_cmdline(reader, release)
+    sysctl_files = []
+    for path in ordered_files(reader.listing(SYSCTL_DIRS), SYSCTL_DIRS) + [SYSCTL_CONF]:
+        text = reader.text(path)
+        if text is not None:
+            sysctl_files.append((path, text))
+    modules = []
+    for path in ordered_files(reader.listing(MODULES_LOAD_DIRS), MODULES_LOAD_DIRS) + [MODULES_FILE]:
+        for name in modules_load_names(reader.text(path) or ""):
+            if name not in modules:
+                modules.append(name)
+    sriov = None
+    state = reader.text(SRIOV_STATE)
+    if state is not None:
+        try:
+            sriov = dict(sriov_state_summary(json.loads(state)), state_file=SRIOV_STATE)
+        except ValueError as exc:
+            problems.append({"path": SRIOV_STATE, "error": str(exc)})
+    return {
+        "kernel_cmdline": boot,
+        "netns_mode": netns_persisted(reader, boot),
+        "sysctl": persisted_sysctl(sysctl_files, interfaces),
+        "modules_load": sorted(modules),
+        "sriov": sriov,
+        "problems": problems,
+    }
