@@ -121,7 +121,7 @@ def _sriov(tree: Tree, node: Node, pf: Pf, base: str) -> None:
     tree.add_value(f"{base}/sriov_vf_device", f"{pf.dev.model.vf_device:x}")
     for vf in pf.vfs:
         tree.add_link(f"{base}/virtfn{vf.index}", _dev_dir(vf.dev))
-    if node.spec.ofed and pf.card.is_mlx and pf.link_layer == "InfiniBand":
+    if node.mlx5_from_ofed() and pf.card.is_mlx and pf.link_layer == "InfiniBand":
         _ofed_sriov(tree, node, pf, base)
 
 
@@ -278,6 +278,9 @@ def _modules(tree: Tree, node: Node) -> None:
             tree.add_link(f"{base}/holders/{holder}", f"sys/module/{holder}")
         for param in module.params:
             tree.add_file(f"{base}/parameters/{param}", lambda m=module, p=param: f"{m.params[p]}\n")
+        version = node.module_version(name)
+        if version:
+            tree.add_value(f"{base}/version", version)
 
 
 def _cgroup(tree: Tree, node: Node) -> None:
@@ -319,7 +322,10 @@ def _proc(tree: Tree, node: Node) -> None:
                   node.store_inherit, size=0)
     if node.spec.nvidia_driver and "nvidia" in node.modules:
         version = node.spec.nvidia_driver
-        text = (f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build  (dvs-builder@U16-I3-B03-4-3)"
+        # the open GPU kernel modules say so in the banner (real captures: "NVIDIA UNIX Open Kernel Module for
+        # x86_64  555.42.02  Release Build ..."); the proprietary ones "NVIDIA UNIX x86_64 Kernel Module  550.54.14"
+        flavour = "Open Kernel Module for x86_64" if node.spec.nvidia_open else "x86_64 Kernel Module"
+        text = (f"NVRM version: NVIDIA UNIX {flavour}  {version}  Release Build  (dvs-builder@U16-I3-B03-4-3)"
                 "  Tue Oct  8 03:22:07 UTC 2024\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n")
         tree.add_file("proc/driver/nvidia/version", lambda: text, size=0)
 

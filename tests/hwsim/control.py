@@ -175,7 +175,7 @@ def _modprobe(node: Node, cmd: dict[str, Any]) -> Any:
     if cmd.get("remove"):
         return {"removed": node.rmmod(name)}
     if cmd.get("dry_run"):
-        if name.replace("-", "_") not in node.spec.modules:
+        if not node.on_disk(name):
             raise OSError(errno.ENOENT, "Module not found", name)
         return {"inserted": []}
     return {"inserted": node.modprobe(name, cmd.get("params") or {})}
@@ -183,7 +183,9 @@ def _modprobe(node: Node, cmd: dict[str, Any]) -> Any:
 
 def _modules(node: Node, dummy_cmd: dict[str, Any]) -> Any:
     return {"kernel_release": node.spec.kernel_release, "loaded": list(node.modules),
-            "catalogue": sorted(node.spec.modules), "proc_modules": proc_modules(node)}
+            "catalogue": sorted(name for name in node.spec.modules if node.on_disk(name)),
+            "proc_modules": proc_modules(node), "ofed": node.ofed,
+            "versions": {name: node.module_version(name) for name in node.modules if node.module_version(name)}}
 
 
 def _mstconfig_query(node: Node, cmd: dict[str, Any]) -> Any:
@@ -213,7 +215,21 @@ def _devlink_eswitch_set(node: Node, cmd: dict[str, Any]) -> Any:
 
 
 def _ofed_info(node: Node, dummy_cmd: dict[str, Any]) -> Any:
-    return {"version": node.spec.ofed}
+    return {"version": node.ofed}
+
+
+def _ofed_set(node: Node, cmd: dict[str, Any]) -> Any:
+    node.set_ofed(cmd.get("version"))
+    return {"version": node.ofed}
+
+
+def _module_set(node: Node, cmd: dict[str, Any]) -> Any:
+    node.set_module(cmd["name"], **{key: value for key, value in cmd.items() if key not in ("cmd", "name")})
+    return None
+
+
+def _module_rebuild(node: Node, cmd: dict[str, Any]) -> Any:
+    return {"built_against_ofed": node.rebuild_module(cmd["name"])}
 
 
 def _dump(node: Node, dummy_cmd: dict[str, Any]) -> Any:
@@ -252,6 +268,9 @@ COMMANDS: dict[str, Handler] = {
     "mstconfig_query": _mstconfig_query,
     "mstconfig_set": _mstconfig_set,
     "ofed_info": _ofed_info,
+    "ofed_set": _ofed_set,
+    "module_set": _module_set,
+    "module_rebuild": _module_rebuild,
     "devlink_eswitch_show": _devlink_eswitch_show,
     "devlink_eswitch_set": _devlink_eswitch_set,
     "dump": _dump,

@@ -7,6 +7,7 @@ otherwise silently produce a different machine, and every test built on it would
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,12 @@ class ModuleSpec:
     depends: list[str]
     params: dict[str, str]
     load_error: str = ""
+    #: modules that use the MLNX/DOCA-OFED peer-memory API (nvidia_peermem): True when the catalogue entry has
+    #: ``built_against_ofed``, the OFED build whose symbols the module was compiled against (None = built without them)
+    needs_ofed_symbols: bool = False
+    built_against_ofed: str | None = None
+    #: False once the module file was removed from disk at runtime (Node.set_module)
+    on_disk: bool = True
 
 
 @dataclass
@@ -101,6 +108,8 @@ class Spec:
     delays: dict[str, float]
     host_bridges: list[HostBridgeSpec]
     path: Path | None = None
+    #: the NVIDIA driver's kernel module flavour: the open GPU kernel modules (True) or the proprietary ones
+    nvidia_open: bool = False
 
     def all_devices(self) -> list[tuple[HostBridgeSpec, list[DeviceSpec], DeviceSpec]]:
         """Every device with its host bridge and bridge ancestry, in bus order (the kernel's probe order)."""
@@ -139,15 +148,17 @@ DEFAULT_MODULES: dict[str, tuple[int, list[str], dict[str, str]]] = {
     "nvidia": (62586880, [], {}),
     "nvidia_modeset": (1335296, ["nvidia"], {}),
     "nvidia_uvm": (4956160, ["nvidia"], {}),
-    "nvidia_peermem": (16384, ["ib_core", "nvidia"], {}),
+    "nvidia_peermem": (16384, ["ib_core", "nvidia"], {"peerdirect_support": "0", "persistent_api_support": "1"}),
     "i40e": (577536, [], {}),
     "iavf": (286720, [], {}),
     "br_netfilter": (32768, [], {}),
     "overlay": (188416, [], {}),
 }
 
-_TOP_KEYS = {"name", "description", "source", "kernel", "numa", "modules", "ofed", "nvidia_driver", "sysctl",
-             "cgroup", "delays", "pci"}
+_TOP_KEYS = {"name", "description", "source", "kernel", "numa", "modules", "ofed", "nvidia_driver",
+             "nvidia_kernel_module", "sysctl", "cgroup", "delays", "pci"}
+#: `ofed_info -s` without the colon: MLNX_OFED_LINUX-<major.minor>-<a.b.c.d> or OFED-internal-<YY.MM>-<a.b.c[.d[.e]]>
+OFED_RE = r"^(MLNX_OFED_LINUX|OFED-internal)-\d+\.\d+-\d+(\.\d+)*$"
 _DELAY_KEYS = {"sriov_numvfs_write", "vf_probe", "bind"}
 _SYSCTL_KEYS = ("arp_ignore", "arp_announce", "rp_filter")
 
@@ -185,6 +196,11 @@ def parse(data: Any, where: str = "spec") -> Spec:
         _require(key in _DELAY_KEYS, f"{where}: delays", f"unknown delay {key!r}")
         delays[key] = float(value)
     hosts = [_parse_host(item, numa, f"{where}: pci[{idx}]") for idx, item in enumerate(data.get("pci") or [])]
+    flavour = data.get("nvidia_kernel_module", "proprietary")
+    _require(flavour in ("proprietary", "open"), f"{where}: nvidia_kernel_module", "must be proprietary or open")
+    ofed = data.get("ofed")
+    _require(ofed is None or bool(re.match(OFED_RE, str(ofed))), f"{where}: ofed",
+             f"{ofed!r} is not an `ofed_info -s` version (MLNX_OFED_LINUX-5.4-3.1.0.0, OFED-internal-24.10-1.1.4.0.200)")
     spec = Spec(
         name=str(data.get("name") or Path(where).stem),
         description=str(data.get("description") or ""),
@@ -194,13 +210,14 @@ def parse(data: Any, where: str = "spec") -> Spec:
         numa=numa,
         modules=modules,
         modules_loaded=loaded,
-        ofed=data.get("ofed"),
+        ofed=ofed,
         nvidia_driver=data.get("nvidia_driver"),
         sysctl=sysctl,
         devconf_inherit_init_net=inherit,
         rdma_cgroup=(data.get("cgroup") or {}).get("rdma"),
         delays=delays,
         host_bridges=hosts,
+        nvidia_open=flavour == "open",
     )
     _check_unique(spec, where)
     return spec
@@ -231,6 +248,12 @@ def _parse_modules(data: dict[str, Any], where: str) -> tuple[dict[str, ModuleSp
     for name, entry in (data.get("catalogue") or {}).items():
         if entry and entry.get("load_error"):
             modules[name].load_error = str(entry["load_error"])
+        if entry and "built_against_ofed" in entry:
+            built = entry["built_against_ofed"]
+            _require(built is None or bool(re.match(OFED_RE, str(built))), f"{where}: modules.catalogue.{name}",
+                     f"built_against_ofed {built!r} is not an `ofed_info -s` version or null")
+            modules[name].needs_ofed_symbols = True
+            modules[name].built_against_ofed = None if built is None else str(built)
     loaded = list(data.get("loaded") or [])
     for name in loaded:
         _require(name in modules, f"{where}: modules.loaded", f"{name!r} is not in the catalogue")

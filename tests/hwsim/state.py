@@ -6,6 +6,8 @@ Kernel sources each rule follows are named in the docstrings and in tests/hwsim/
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import errno
 import re
 import threading
@@ -17,7 +19,7 @@ from typing import Any, Callable
 from . import fmt
 from .faults import FaultTable
 from .models import CLASS_ETH, CLASS_IB, Model, driver_matches
-from .spec import DeviceSpec, FunctionSpec, Spec, function_bdfs
+from .spec import OFED_RE, DeviceSpec, FunctionSpec, ModuleSpec, Spec, function_bdfs
 from .vfs import Dir, File, Link, Tree
 
 MLX5 = "mlx5_core"
@@ -25,6 +27,10 @@ MLX5 = "mlx5_core"
 RTNL = "rtnl"
 #: mlx5 OFED sriov_sysfs.c policy words <-> the netlink link-state names (mlx5 net_to_mlx_policy)
 OFED_POLICY = {"Down": "disable", "Up": "enable", "Follow": "auto"}
+#: modules MLNX_OFED / DOCA-OFED (mlnx-ofa_kernel) builds with DKMS; with OFED on disk, depmod prefers them
+#: (updates/dkms) over the inbox ones, so a (re)load takes the OFED build
+OFED_MODULES = frozenset({"ib_core", "ib_uverbs", "ib_umad", "iw_cm", "ib_cm", "rdma_cm", "rdma_ucm", "ib_ipoib",
+                          "mlxfw", "mlx5_core", "mlx5_ib"})
 
 
 @dataclass
@@ -172,6 +178,20 @@ class Module:
 
     name: str
     params: dict[str, str]
+    #: the OFED build the loaded module file came from (None: inbox)
+    ofed: str | None = None
+
+
+def ofed_module_version(ofed: str) -> str:
+    """MODULE_VERSION of OFED's kernel modules (modinfo / sys/module/<m>/version) from an `ofed_info -s` version:
+    the release and the first three build numbers, e.g. OFED-internal-24.10-1.1.4.0.200 -> 24.10-1.1.4.
+
+    [inference] from the OFED modules' DRIVER_VERSION and third-party checks comparing `modinfo mlx5_core`
+    `version:` with the first characters of `ofed_info -n`.
+    """
+    number = ofed.split("-", 1)[1] if ofed.startswith("MLNX_OFED_LINUX-") else ofed.split("-", 2)[2]
+    release, dummy_sep, build = number.partition("-")
+    return release + "-" + ".".join(build.split(".")[:3])
 
 
 class Node:
@@ -179,7 +199,8 @@ class Node:
 
     def __init__(self, spec: Spec, etc_dir: str | Path | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.spec = spec
+        # a private catalogue: modules on disk change at runtime (set_module) without touching the caller's spec
+        self.spec = dataclasses.replace(spec, modules=copy.deepcopy(spec.modules))
         self.etc_dir = Path(etc_dir) if etc_dir else None
         self.clock = clock
         self.sleep = sleep
@@ -197,6 +218,8 @@ class Node:
         self.netns_shared = True
         self.cmdline = spec.cmdline
         self.rdma_limits: dict[str, dict[str, str]] = {}
+        #: OFED kernel modules on disk (a DKMS install); survives power-on like the disk does
+        self.ofed = spec.ofed
         self.boot_log: list[str] = []
         self.pending: list[tuple[float, Callable[[], None]]] = []
         self._ifindex = 1
@@ -298,7 +321,7 @@ class Node:
                 name = line.split("#", 1)[0].split(";", 1)[0].strip()
                 if not name:
                     continue
-                if name.replace("-", "_") in self.spec.modules:
+                if self.on_disk(name):
                     names.append(name.replace("-", "_"))
                 else:
                     self.boot_log.append(f"systemd-modules-load: Failed to find module '{name}'")
@@ -460,7 +483,7 @@ class Node:
                 return
             for vf in pf.vfs:
                 driver = self._vf_driver(vf.dev)
-                if driver not in self.modules and driver in self.spec.modules:
+                if driver not in self.modules and self.on_disk(driver):
                     self._load(driver, {})  # udev loads the VF driver by modalias (iavf for Intel VFs)
                 if vf.dev.driver is None and self._can_probe(vf.dev) and self._driver_loaded(driver):
                     self._attach(vf.dev, driver)
@@ -816,7 +839,7 @@ class Node:
         name = name.replace("-", "_")
         with self.lock:
             self.advance()
-            if name not in self.spec.modules:
+            if not self.on_disk(name):
                 raise fmt.oserror(errno.ENOENT, name)
             inserted = self._load(name, params or {})
             self._bind_all()
@@ -828,20 +851,93 @@ class Node:
         if name in self.modules:
             return []
         mod = self.spec.modules[name]
+        if not mod.on_disk:
+            raise fmt.oserror(errno.ENOENT, name)
         inserted: list[str] = []
         for dep in mod.depends:
             if dep in self.spec.modules:
                 inserted += self._load(dep, {})
         if mod.load_error:
             raise fmt.oserror(_errno_of(mod.load_error), name)
+        if mod.needs_ofed_symbols:
+            # nvidia-peermem's init is `return -EINVAL` when the driver's conftest found no OFED peer-memory
+            # symbols at build time; built against another OFED than the running ib_core, the symbol CRCs differ
+            # ("disagrees about version of symbol ib_register_peer_memory_client") and the insert fails EINVAL too
+            core = self.modules.get("ib_core")
+            if mod.built_against_ofed is None or core is None or core.ofed != mod.built_against_ofed:
+                raise fmt.oserror(errno.EINVAL, name)
         values = dict(mod.params)
         values.update(self.module_options(name))
         values.update(params)
         if name == "ib_core":
             values["netns_mode"] = "Y" if values.get("netns_mode", "Y") in ("1", "Y", "y", "true") else "N"
             self.netns_shared = values["netns_mode"] == "Y"
-        self.modules[name] = Module(name, values)
+        self.modules[name] = Module(name, values, self.ofed if name in OFED_MODULES else None)
         return inserted + [name]
+
+    def mlx5_from_ofed(self) -> bool:
+        """True when the running mlx5_core is OFED's build (its sysfs extensions, e.g. sriov/<vf>/, exist)."""
+        module = self.modules.get(MLX5)
+        return module is not None and module.ofed is not None
+
+    def on_disk(self, name: str) -> bool:
+        """Whether modprobe finds the module for the running kernel (in the catalogue and not removed)."""
+        mod = self.spec.modules.get(name.replace("-", "_"))
+        return mod is not None and mod.on_disk
+
+    def module_version(self, name: str) -> str | None:
+        """sys/module/<m>/version (MODULE_VERSION): OFED's build for OFED modules, the driver version for NVIDIA's;
+        mainline RDMA modules have none."""
+        module = self.modules.get(name)
+        if module is None:
+            return None
+        if module.ofed:
+            return ofed_module_version(module.ofed)
+        if name.startswith("nvidia") and self.spec.nvidia_driver:
+            return self.spec.nvidia_driver
+        return None
+
+    def set_ofed(self, version: str | None) -> None:
+        """OFED's kernel packages were installed, upgraded (DKMS built them for this kernel) or removed.
+
+        Only the modules on disk change: loaded modules stay what they are until they are reloaded (openibd
+        restart) or the node reboots, as on a real node.
+        """
+        if version is not None and not re.match(OFED_RE, version):
+            raise fmt.oserror(errno.EINVAL, str(version))
+        with self.lock:
+            self.ofed = version
+            self._changed()
+
+    def set_module(self, name: str, **changes: Any) -> None:
+        """A module on disk changed (a DKMS build or removal): ``absent`` removes it from disk (loaded copies stay
+        loaded), ``load_error`` (errno name or None), ``built_against_ofed`` (None: built without OFED's symbols)."""
+        name = name.replace("-", "_")
+        unknown = set(changes) - {"absent", "load_error", "built_against_ofed"}
+        if unknown:
+            raise ValueError(f"unknown module attributes {sorted(unknown)}")
+        with self.lock:
+            mod = self.spec.modules.get(name)
+            if mod is None:
+                if changes.get("absent"):
+                    raise fmt.oserror(errno.ENOENT, name)
+                mod = self.spec.modules[name] = ModuleSpec(name, 16384, [], {})
+            if "absent" in changes:
+                mod.on_disk = not changes["absent"]
+            if "load_error" in changes:
+                mod.load_error = changes["load_error"] or ""
+            if "built_against_ofed" in changes:
+                built = changes["built_against_ofed"]
+                if built is not None and not re.match(OFED_RE, str(built)):
+                    raise fmt.oserror(errno.EINVAL, str(built))
+                mod.needs_ofed_symbols = True
+                mod.built_against_ofed = built
+            self._changed()
+
+    def rebuild_module(self, name: str) -> str | None:
+        """`dkms install` of a module that uses OFED's peer-memory API: its conftest now sees the OFED on disk."""
+        self.set_module(name, built_against_ofed=self.ofed, load_error=None)
+        return self.ofed
 
     def holders(self, name: str) -> list[str]:
         """Loaded modules that depend on `name` (the /proc/modules 'used by' column)."""
