@@ -173,4 +173,3 @@ def test_broken_sriov_state_file_is_a_problem(node, text):
     out = facts(node)
     assert out["sriov"] is None
     assert [p["path"] for p in out["problems"]] == [P.SRIOV_STATE]
-

@@ -1,0 +1,118 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side audit filters (documented in rdma_audit*.yml): the thin layer between Ansible's host variables
+and the pure audit in plugin_utils/_audit.py."""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import os
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.yaml import yaml_load
+
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_report
+
+# the roles whose defaults are the desired state when the inventory says nothing
+DEFAULTS_ROLES = ("rdma_kernel", "rdma_netns", "rdma_sysctl", "sriov", "containerd_rdma", "kubelet_topology",
+                  "doca_ofed", "nvidia_peermem", "rdma_audit")
+_ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
+_DEFAULTS_CACHE = {}
+
+
+def role_defaults(roles_dir=_ROLES_DIR):
+    """``{variable: default}`` of :data:`_audit.DESIRED_VARS` from the collection's roles' ``defaults/main.yml``."""
+    if roles_dir not in _DEFAULTS_CACHE:
+        merged = {}
+        for role in DEFAULTS_ROLES:
+            path = os.path.join(roles_dir, role, "defaults", "main.yml")
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as handle:
+                merged.update(yaml_load(handle) or {})
+        _DEFAULTS_CACHE[roles_dir] = dict((k, merged[k]) for k in _audit.DESIRED_VARS if k in merged)
+    return _DEFAULTS_CACHE[roles_dir]
+
+
+def _plain(value):
+    """Templated host variables as plain Python data (HostVars containers are lazy mappings)."""
+    if isinstance(value, Mapping):
+        return dict((k, _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _facts_of(registered):
+    """``(facts, error)`` from the registered rdma_facts result of one host."""
+    if not isinstance(registered, Mapping):
+        return None, "rdma_facts did not run on this host (it failed or was unreachable before the audit)"
+    if registered.get("unreachable"):
+        return None, "unreachable: %s" % registered.get("msg", "")
+    if registered.get("failed"):
+        return None, "rdma_facts failed: %s" % registered.get("msg", "")
+    facts = (registered.get("ansible_facts") or {}).get("rdma")
+    if not isinstance(facts, Mapping):
+        # failed_when: false keeps the host in the play; the module's message says why
+        return None, "rdma_facts failed: %s" % registered.get("msg", "no facts returned")
+    return facts, None
+
+
+def rdma_audit(hosts, hostvars, mode="desired", layers=None, generated=None, result_var="rdma_audit__facts"):
+    """The audit report (report.json's document) of ``hosts`` from their registered rdma_facts results."""
+    if mode not in ("desired", "facts_only"):
+        raise AnsibleFilterError("rdma_audit: mode must be desired or facts_only, got %r" % (mode,))
+    if isinstance(hosts, (str, bytes)) or not all(isinstance(h, str) for h in hosts or []):
+        raise AnsibleFilterError("rdma_audit: hosts must be a list of inventory host names, got %r" % (hosts,))
+    bad = [layer for layer in layers or [] if layer not in _audit.LAYERS]
+    if bad:
+        raise AnsibleFilterError("rdma_audit: unknown layers %s (known: %s)" % (bad, ", ".join(_audit.LAYERS)))
+    defaults = role_defaults()
+    spec = {}
+    for name in hosts:
+        hvars = hostvars[name]
+        facts, error = _facts_of(hvars.get(result_var))
+        desired = None
+        if mode == "desired":
+            desired = dict((var, _plain(hvars[var]) if var in hvars else defaults.get(var))
+                           for var in _audit.DESIRED_VARS)
+        host_layers = hvars.get("rdma_audit_layers") or layers
+        spec[name] = {"facts": _plain(facts) if facts is not None else None, "desired": desired,
+                      "layers": list(host_layers) if host_layers else None, "error": error}
+    try:
+        return _audit.audit(spec, generated=generated)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise AnsibleFilterError("rdma_audit: %s" % exc) from exc
+
+
+def _report(report, name):
+    if not isinstance(report, Mapping) or report.get("schema_version") != _audit.SCHEMA_VERSION:
+        raise AnsibleFilterError("%s: expected an rdma_audit report (schema_version %d)" % (name, _audit.SCHEMA_VERSION))
+    return report
+
+
+def rdma_audit_markdown(report):
+    """report.md of an audit report."""
+    return _audit_report.markdown(_report(report, "rdma_audit_markdown"))
+
+
+def rdma_audit_junit(report):
+    """junit.xml of an audit report."""
+    return _audit_report.junit(_report(report, "rdma_audit_junit"))
+
+
+def rdma_audit_summary(report, limit=20):
+    """A few lines for the end of the play."""
+    return _audit_report.short_summary(_report(report, "rdma_audit_summary"), limit)
+
+
+class FilterModule:  # pylint: disable=too-few-public-methods
+    """rdma.k8s_node audit filters."""
+
+    def filters(self):
+        return {"rdma_audit": rdma_audit, "rdma_audit_markdown": rdma_audit_markdown,
+                "rdma_audit_junit": rdma_audit_junit, "rdma_audit_summary": rdma_audit_summary}

@@ -1,0 +1,671 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The drift audit: ``rdma_facts`` of every host + the desired state -> a report.  Pure: no I/O, no Ansible.
+
+A check is ``{id, layer, subject, status, desired, live, persisted, remedy, detail}``:
+
+* ``ok``      -- the node matches the desired state (or, without one, no known-bad condition was found);
+* ``drift``   -- it differs from the desired state and the collection's provisioning fixes it (``remedy`` says how);
+* ``fail``    -- a known-bad condition provisioning cannot fix by itself (topology, a conflict, missing software);
+* ``unknown`` -- it could not be read.  Unknown is never ok.
+
+``desired`` per host is the provisioning roles' variables (same names, same defaults) or ``None`` for a
+facts-only audit, which reports facts and known-bad conditions only.  See docs/audit.md for the report schema.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+from collections import Counter
+
+from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
+from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "drift", "fail", "unknown")
+# the worst status of a host or an inventory: fail > unknown > drift > ok (unknown may hide a failure)
+_RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
+LAYERS = ("facts", "drivers", "kernel", "netns", "sysctl", "sriov", "containerd", "kubelet", "topology")
+# PCIe distance classes of nvidia-smi topo, best first
+AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+ZERO_GUID = "0000:0000:0000:0000"
+SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
+RDMA_USER_MODULES = ("ib_uverbs", "rdma_ucm")
+SHARED_DEVICE_PLUGIN = "k8s-rdma-shared"
+
+
+# The inventory variables the audit reads as the desired state: the provisioning roles' own (same names, same
+# defaults) and the audit's.  A host that does not set one gets the role default (see plugins/filter/rdma_audit.py).
+DESIRED_VARS = (
+    "rdma_kernel_iommu_passthrough", "rdma_kernel_vendor_iommu", "rdma_kernel_extra_args", "rdma_kernel_absent_args",
+    "rdma_netns_mode",
+    "rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces",
+    "sriov_pfs",
+    "containerd_rdma_memlock", "containerd_rdma_cdi",
+    "kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
+    "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
+    "kubelet_topology_memory_manager_policy",
+    "doca_ofed_version", "nvidia_peermem_method",
+    "rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu",
+)
+
+
+def worst(statuses):
+    """The worst of ``statuses`` (``ok`` for none)."""
+    found = "ok"
+    for status in statuses:
+        if _RANK[status] > _RANK[found]:
+            found = status
+    return found
+
+
+# check id prefixes that belong to another layer
+_PREFIX_LAYER = {"gpudirect": "drivers", "mtu": "topology", "cgroup": "topology"}
+
+
+def layer_of(check_id):
+    """The layer of a check id (``gpudirect.path`` -> ``drivers``)."""
+    prefix = check_id.split(".", 1)[0]
+    return _PREFIX_LAYER.get(prefix, prefix)
+
+
+class _Checks(object):
+    """Collects the checks of one host."""
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.items = []
+
+    def add(self, check_id, status, desired=None, live=None, persisted=None, remedy=None, detail=None, subject=None):
+        layer = layer_of(check_id)
+        if layer not in self.layers:
+            return
+        if status not in _RANK:
+            raise ValueError("unknown status %r" % (status,))
+        self.items.append(dict([
+            ("id", check_id), ("layer", layer), ("subject", subject), ("status", status), ("desired", desired),
+            ("live", live), ("persisted", persisted), ("remedy", remedy if status != "ok" else None),
+            ("detail", detail),
+        ]))
+
+
+def _tri(desired, live, persisted, unknown_live=False):
+    """Status of a desired/live/persisted triple where both must equal desired."""
+    if unknown_live:
+        return "unknown"
+    return "ok" if live == desired and persisted == desired else "drift"
+
+
+# -- drivers and GPUDirect ------------------------------------------------------------------------------------------
+def _drivers(checks, facts, desired):
+    modules = facts.get("modules")
+    devices = facts.get("devices") or []
+    if devices:
+        if modules is None:
+            checks.add("drivers.modules", "unknown", detail="/proc/modules could not be read")
+        else:
+            wanted = list(RDMA_USER_MODULES)
+            if any(d.get("driver") == "mlx5_core" for d in devices):
+                wanted = ["mlx5_core", "mlx5_ib"] + wanted
+            missing = [m for m in wanted if m not in modules]
+            checks.add("drivers.modules", "drift" if missing else "ok", desired=wanted,
+                       live=[m for m in wanted if m in modules], persisted=None,
+                       remedy="load %s (doca_ofed role verifies them)" % ", ".join(missing) if missing else None,
+                       detail="RDMA user-space access needs these modules")
+    drivers = facts.get("drivers") or {}
+    ofed = drivers.get("ofed") or {}
+    want_version = (desired or {}).get("doca_ofed_version")
+    if want_version:
+        live = ofed.get("version")
+        if not drivers:
+            checks.add("drivers.ofed_version", "unknown", desired=want_version,
+                       detail="the node's rdma_facts has no drivers section")
+        else:
+            checks.add("drivers.ofed_version", "ok" if live and str(live).startswith(str(want_version)) else "drift",
+                       desired=want_version, live=live, remedy="run the doca_ofed role (doca_ofed_version)")
+    if facts.get("gpus"):
+        gpudirect = drivers.get("gpudirect") or {}
+        active = gpudirect.get("active")
+        if not gpudirect and modules is not None:
+            active = "peermem" if "nvidia_peermem" in modules else None
+        method = (desired or {}).get("nvidia_peermem_method", "auto")
+        persisted = "peermem" if "nvidia_peermem" in (facts.get("persisted") or {}).get("modules_load", []) else None
+        if active is None and not gpudirect and modules is None:
+            checks.add("gpudirect.path", "unknown", desired=method, detail="loaded modules could not be read")
+        elif active in ("peermem", "dmabuf") and method in ("auto", active):
+            checks.add("gpudirect.path", "ok", desired=method, live=active,
+                       persisted=persisted if active == "peermem" else "dmabuf")
+        else:
+            checks.add("gpudirect.path", "drift", desired=method, live=active, persisted=persisted,
+                       remedy="run the nvidia_peermem role (nvidia_peermem_method=%s)" % method,
+                       detail="GPUs without an active GPUDirect RDMA path: NCCL falls back to host memory copies")
+
+
+# -- kernel command line ----------------------------------------------------------------------------------------------
+def _vendor_arg(vendor):
+    if vendor == "GenuineIntel":
+        return "intel_iommu=on"
+    if vendor in ("AuthenticAMD", "HygonGenuine"):
+        return "amd_iommu=on"
+    return None
+
+
+def _last_matches(args, wanted):
+    """Whether the last occurrence of ``wanted``'s name in ``args`` has ``wanted``'s value (a bare flag: present)."""
+    name, sep, value = wanted.partition("=")
+    result = False
+    for arg in args or []:
+        key, asep, avalue = arg.partition("=")
+        if key.replace("-", "_") == name.replace("-", "_"):
+            result = (not sep) or (bool(asep) and avalue.strip('"') == value)
+    return result
+
+
+def _kernel(checks, facts, desired):
+    if desired is None:
+        return
+    wanted = []
+    if desired.get("rdma_kernel_iommu_passthrough", True):
+        wanted.append("iommu=pt")
+    if desired.get("rdma_kernel_vendor_iommu", True):
+        arg = _vendor_arg(facts.get("cpu_vendor"))
+        if arg:
+            wanted.append(arg)
+        else:
+            checks.add("kernel.cmdline", "unknown", subject="vendor IOMMU switch", desired="intel_iommu=on or amd_iommu=on",
+                       live=facts.get("cpu_vendor"), remedy="set rdma_kernel_vendor_iommu=false on this CPU",
+                       detail="no vendor IOMMU switch is known for CPU vendor %r" % (facts.get("cpu_vendor"),))
+    wanted.extend(desired.get("rdma_kernel_extra_args") or [])
+    live = (facts.get("kernel_cmdline") or {}).get("args")
+    boot = (facts.get("persisted") or {}).get("kernel_cmdline")
+    persisted = boot["args"] if boot else None
+    for arg in wanted:
+        if live is None:
+            checks.add("kernel.cmdline", "unknown", desired=arg, subject=arg, detail="/proc/cmdline could not be read")
+            continue
+        in_live = _last_matches(live, arg)
+        in_boot = _last_matches(persisted, arg) if persisted is not None else None
+        if in_live and in_boot is not False:
+            status, remedy = "ok", None
+        elif in_boot:
+            status, remedy = "drift", "reboot the node to apply it (provision.yml with node_reboot_ok=true)"
+        else:
+            status, remedy = "drift", "run the rdma_kernel role (rdma_kernel_* variables), then reboot"
+        checks.add("kernel.cmdline", status, desired=arg, subject=arg, live=in_live, persisted=in_boot,
+                   remedy=remedy, detail=None if boot else "no GRUB configuration found: persisted state unknown")
+    for pattern in desired.get("rdma_kernel_absent_args") or []:
+        name = pattern.partition("=")[0]
+        in_live = [a for a in live or [] if a == pattern or a.partition("=")[0] == name and "=" not in pattern]
+        in_boot = [a for a in persisted or [] if a == pattern or a.partition("=")[0] == name and "=" not in pattern]
+        status = "ok" if not in_live and not in_boot else "drift"
+        checks.add("kernel.cmdline_absent", status, desired="absent", subject=pattern, live=in_live,
+                   persisted=in_boot, remedy="run the rdma_kernel role (rdma_kernel_absent_args), then reboot")
+
+
+# -- netns mode -------------------------------------------------------------------------------------------------------
+def _netns(checks, facts, desired):
+    live = facts.get("netns_mode")
+    persisted = ((facts.get("persisted") or {}).get("netns_mode") or {}).get("effective")
+    want = (desired or {}).get("rdma_netns_mode")
+    if want:
+        if live is None and facts.get("devices"):
+            checks.add("netns.mode", "unknown", desired=want, persisted=persisted,
+                       detail="ib_core's netns_mode could not be read")
+        elif live is None:
+            checks.add("netns.mode", "ok" if persisted in (want, None) and want == "shared" or persisted == want
+                       else "drift", desired=want, persisted=persisted, remedy="run the rdma_netns role",
+                       detail="ib_core is not loaded")
+        else:
+            status = _tri(want, live, persisted if persisted is not None else "shared")
+            remedy = None
+            if status == "drift":
+                remedy = ("reboot the node (the mode is persisted but a network namespace blocked the live switch)"
+                          if persisted == want else "run the rdma_netns role (rdma_netns_mode=%s)" % want)
+            checks.add("netns.mode", status, desired=want, live=live, persisted=persisted, remedy=remedy,
+                       detail=None if persisted is not None else "nothing persisted: ib_core's default is shared")
+    running = [p for p in facts.get("device_plugins") or [] if p.startswith(SHARED_DEVICE_PLUGIN)]
+    if (live == "exclusive" or want == "exclusive") and running:
+        checks.add("netns.shared_device_plugin", "fail", desired="no RDMA shared device plugin in exclusive mode",
+                   live=running, remedy="use the SR-IOV device plugin (one VF per pod) or rdma_netns_mode=shared",
+                   detail="the RDMA shared device plugin stops seeing devices when the netns mode is exclusive")
+
+
+# -- ARP / rp_filter sysctls ------------------------------------------------------------------------------------------
+def _sysctl(checks, facts, desired, rdma_netdevs):
+    live_all = facts.get("sysctl") or {}
+    persisted_all = (facts.get("persisted") or {}).get("sysctl") or {}
+    if desired is not None:
+        host = desired.get("rdma_sysctl_host") or {}
+        per_if = desired.get("rdma_sysctl_per_interface") or {}
+        interfaces = list(desired.get("rdma_sysctl_interfaces") or []) or rdma_netdevs
+        targets = [("all", host), ("default", host)] + [(name, per_if) for name in interfaces]
+        for name, wanted in targets:
+            if not wanted:
+                continue
+            wanted = dict((k, int(v)) for k, v in wanted.items())
+            live = live_all.get(name)
+            persisted = dict((k, (persisted_all.get(name) or {}).get(k, {}).get("value")) for k in wanted)
+            if live is None or any(live.get(k) is None for k in wanted):
+                checks.add("sysctl.arp", "unknown", subject=name, desired=wanted, live=live, persisted=persisted,
+                           detail="net.ipv4.conf.%s could not be read (interface absent?)" % name)
+                continue
+            live = dict((k, live.get(k)) for k in wanted)
+            status = _tri(wanted, live, persisted)
+            checks.add("sysctl.arp", status, subject=name, desired=wanted, live=live, persisted=persisted,
+                       remedy="run the rdma_sysctl role" if live != wanted or persisted != wanted else None)
+    arp_all = (live_all.get("all") or {}).get("arp_ignore")
+    if arp_all == 2:
+        checks.add("sysctl.host_arp_ignore", "fail", desired="all.arp_ignore < 2", live=arp_all,
+                   remedy="set net.ipv4.conf.all.arp_ignore=1 (rdma_sysctl_host) and arp_ignore=2 per RDMA netdev",
+                   detail="host-wide arp_ignore=2 breaks the /32 routes of pod interfaces")
+
+
+# -- SR-IOV VFs and GUIDs ---------------------------------------------------------------------------------------------
+def _find_pf(devices, spec):
+    for device in devices:
+        if device.get("is_vf"):
+            continue
+        if spec.get("pci_address") and device.get("pci_address") == spec["pci_address"]:
+            return device
+        if spec.get("rdma_device") and device.get("name") == spec["rdma_device"]:
+            return device
+        if spec.get("netdev") and spec["netdev"] in (device.get("netdevs") or []):
+            return device
+    return None
+
+
+def _pf_label(spec):
+    return spec.get("netdev") or spec.get("rdma_device") or spec.get("pci_address")
+
+
+def _link_layers(device):
+    return set(p.get("link_layer") for p in device.get("ports") or [])
+
+
+def vf_guids(facts):
+    """``[(guid, where)]`` of every non-zero VF node/port GUID of a host, for the inventory uniqueness check."""
+    out = []
+    for device in facts.get("devices") or []:
+        for vf in device.get("vfs") or []:
+            for kind in ("node_guid", "port_guid"):
+                guid = vf.get(kind)
+                if guid and guid != ZERO_GUID:
+                    out.append((guid, "%s VF %s %s" % (device.get("name"), vf.get("index"), kind)))
+    return out
+
+
+def _sriov(checks, facts, desired):
+    devices = facts.get("devices") or []
+    state = (facts.get("persisted") or {}).get("sriov")
+    for spec in (desired or {}).get("sriov_pfs") or []:
+        label = _pf_label(spec)
+        pf = _find_pf(devices, spec)
+        want = spec.get("num_vfs")
+        persisted = None
+        for entry in (state or {}).get("pfs") or []:
+            if any(entry.get(k) and entry.get(k) == spec.get(k) for k in ("netdev", "rdma_device", "pci_address")):
+                persisted = entry.get("num_vfs")
+        if pf is None:
+            checks.add("sriov.num_vfs", "fail", subject=label, desired=want, persisted=persisted,
+                       remedy="check sriov_pfs: no such physical function on this node")
+            continue
+        sriov = pf.get("sriov") or {}
+        live = sriov.get("numvfs")
+        if live is None:
+            checks.add("sriov.num_vfs", "unknown", subject=label, desired=want, persisted=persisted,
+                       detail="sriov_numvfs could not be read")
+            continue
+        status = _tri(want, live, persisted)
+        remedy = None
+        if live != want:
+            remedy = "run the sriov role" + (" with sriov_allow_vf_reset=true (VFs in use are destroyed)"
+                                             if live and want else "")
+        elif persisted != want:
+            remedy = "run the sriov role (the boot unit's state file does not recreate these VFs)"
+        checks.add("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
+                   remedy=remedy)
+    seen = {}
+    for device in devices:
+        if device.get("is_vf") or not device.get("vfs"):
+            continue
+        if "InfiniBand" not in _link_layers(device):
+            continue
+        zero, unbound, dup = [], [], []
+        for vf in device["vfs"]:
+            guids = [vf.get("node_guid"), vf.get("port_guid")]
+            if any(g is None for g in guids):
+                unbound.append(vf.get("index"))
+            if ZERO_GUID in guids:
+                zero.append(vf.get("index"))
+            for guid in guids:
+                if guid and guid != ZERO_GUID:
+                    if guid in seen and seen[guid] != (device["name"], vf.get("index")):
+                        dup.append(guid)
+                    seen.setdefault(guid, (device["name"], vf.get("index")))
+        if dup:
+            checks.add("sriov.vf_guids", "fail", subject=device["name"], desired="unique", live=sorted(set(dup)),
+                       remedy="run the sriov role (ib_vf_guids assigns unique GUIDs)",
+                       detail="the same GUID on two VFs: the subnet manager gives only one of them a LID")
+        elif zero:
+            checks.add("sriov.vf_guids", "drift", subject=device["name"], desired="non-zero", live={"zero": zero},
+                       remedy="run the sriov role (ib_vf_guids)",
+                       detail="VFs with an all-zero GUID get no LID: their pods' ports stay DOWN")
+        elif unbound:
+            checks.add("sriov.vf_guids", "unknown", subject=device["name"], desired="non-zero",
+                       live={"unbound": unbound}, detail="VFs not bound to mlx5_core: their GUIDs cannot be read")
+        else:
+            checks.add("sriov.vf_guids", "ok", subject=device["name"], desired="non-zero, unique",
+                       live={"vfs": len(device["vfs"])})
+
+
+# -- containerd and kubelet -------------------------------------------------------------------------------------------
+def _limit_text(value):
+    return "unlimited" if value in ("unlimited", "infinity", -1) else value
+
+
+def _containerd(checks, facts, desired):
+    ctd = (facts.get("runtime") or {}).get("containerd")
+    if desired is None or ctd is None:
+        return
+    if ctd.get("installed") is False:
+        checks.add("containerd.installed", "fail", desired=True, live=False,
+                   remedy="install containerd (not managed by this collection)")
+        return
+    want = _limit_text(desired.get("containerd_rdma_memlock", "unlimited"))
+    want = want if want == "unlimited" else int(want)
+    running = ctd.get("running")
+    live = None
+    if running and running.get("memlock"):
+        live = _limit_text(running["memlock"].get("soft"))
+        live = live if live == "unlimited" else int(live)
+    persisted = _limit_text(ctd.get("unit_memlock"))
+    if isinstance(persisted, str) and persisted.isdigit():
+        persisted = int(persisted)
+    if running is None:
+        checks.add("containerd.memlock", "ok" if persisted == want else "drift", desired=want, persisted=persisted,
+                   remedy="run the containerd_rdma role", detail="containerd is not running: live limit unknown")
+    else:
+        status = _tri(want, live, persisted)
+        remedy = None
+        if persisted != want:
+            remedy = "run the containerd_rdma role (LimitMEMLOCK drop-in)"
+        elif live != want:
+            remedy = "restart containerd (containerd_rdma_restart_ok=true)"
+        checks.add("containerd.memlock", status, desired=want, live=live, persisted=persisted, remedy=remedy,
+                   detail="the LimitMEMLOCK of containerd.service caps every container it starts")
+    runtimes = ctd.get("runtimes") or {}
+    if ctd.get("config_version") is None:
+        checks.add("containerd.base_spec", "unknown", desired=want,
+                   detail="`containerd config dump` gave no configuration (see runtime.containerd.problems)")
+    for name, runtime in sorted(runtimes.items()):
+        if runtime.get("runtime_type") and "runc" not in runtime["runtime_type"]:
+            continue
+        memlock = runtime.get("base_spec_memlock") or {}
+        spec_live = _limit_text(memlock.get("hard")) if memlock else None
+        spec_live = spec_live if spec_live in ("unlimited", None) else int(spec_live)
+        checks.add("containerd.base_spec", "ok" if spec_live == want else "drift", subject=name, desired=want,
+                   live=spec_live, persisted=runtime.get("base_runtime_spec"),
+                   remedy="run the containerd_rdma role (base_runtime_spec of runtime %s)" % name,
+                   detail="RLIMIT_MEMLOCK of the base runtime spec: what a pod's process gets")
+    want_cdi = desired.get("containerd_rdma_cdi", True)
+    if want_cdi and ctd.get("config_version") is not None:
+        live_cdi = ctd.get("enable_cdi")
+        checks.add("containerd.cdi", "ok" if live_cdi else "drift", desired=True, live=live_cdi,
+                   persisted=ctd.get("cdi_spec_dirs"), remedy="run the containerd_rdma role (containerd_rdma_cdi)")
+
+
+_KUBELET_KEYS = (
+    ("kubelet_topology_topology_manager_policy", "topologyManagerPolicy"),
+    ("kubelet_topology_topology_manager_scope", "topologyManagerScope"),
+    ("kubelet_topology_topology_manager_policy_options", "topologyManagerPolicyOptions"),
+    ("kubelet_topology_cpu_manager_policy", "cpuManagerPolicy"),
+    ("kubelet_topology_memory_manager_policy", "memoryManagerPolicy"),
+)
+
+
+def _kubelet(checks, facts, desired):
+    kubelet = (facts.get("runtime") or {}).get("kubelet")
+    if desired is None or kubelet is None:
+        return
+    settings = kubelet.get("settings") or {}
+    if not settings:
+        checks.add("kubelet.topology", "unknown", detail="no kubelet configuration could be read (%s)"
+                   % kubelet.get("config_file"))
+        return
+    want, have = {}, {}
+    for var, key in _KUBELET_KEYS:
+        value = desired.get(var)
+        if value in (None, {}, ""):
+            continue
+        want[key], have[key] = value, settings.get(key)
+    if want:
+        checks.add("kubelet.topology", "ok" if want == have else "drift", desired=want, persisted=have,
+                   live="running" if kubelet.get("running") else "not running",
+                   remedy="run the kubelet_topology role (kubelet_topology_restart_ok=true to restart kubelet)")
+    for key, state in sorted((kubelet.get("state_files") or {}).items()):
+        configured = settings.get(key)
+        policy = (state or {}).get("policy")
+        if policy is not None and configured is not None and str(policy).lower() != str(configured).lower():
+            checks.add("kubelet.state_file", "fail", subject=key, desired=configured, live=policy,
+                       persisted=state.get("path"),
+                       remedy="stop kubelet, remove %s, start kubelet (kubelet_topology does this)" % state.get("path"),
+                       detail="kubelet refuses to start when its state file names another policy")
+
+
+# -- topology, MTU, cgroup ------------------------------------------------------------------------------------------
+def _closest_first(item):
+    """Sort key of ``(nic, class)`` pairs: the best PCIe class first (unknown classes last), then the NIC name."""
+    nic, cls = item
+    return (AFFINITY_ORDER.index(cls) if cls in AFFINITY_ORDER else len(AFFINITY_ORDER), nic)
+
+
+def _topology(checks, facts, desired):
+    devices = dict((d["name"], d) for d in facts.get("devices") or [])
+    matrix = facts.get("gpu_nic_affinity") or {}
+    limit = (desired or {}).get("rdma_audit_gpu_nic_max_class", "PXB")
+    expected = (desired or {}).get("rdma_audit_gpu_nic_map") or {}
+    for gpu in facts.get("gpus") or []:
+        row = matrix.get(gpu["pci_address"]) or {}
+        row = dict((nic, cls) for nic, cls in row.items() if not (devices.get(nic) or {}).get("is_vf"))
+        if not row:
+            continue
+        nic = expected.get(gpu["pci_address"])
+        if nic:
+            cls = row.get(nic)
+        else:
+            nic, cls = min(row.items(), key=_closest_first)
+        if cls is None:
+            checks.add("topology.gpu_nic", "unknown", subject=gpu["pci_address"], desired=limit, live={nic: None},
+                       detail="no affinity for the expected NIC %s" % nic)
+            continue
+        good = cls in AFFINITY_ORDER and AFFINITY_ORDER.index(cls) <= AFFINITY_ORDER.index(limit)
+        checks.add("topology.gpu_nic", "ok" if good else "fail", subject=gpu["pci_address"],
+                   desired="%s or better" % limit, live={nic: cls},
+                   remedy="put the GPU and its NIC behind one PCIe switch, map the GPU to a closer NIC "
+                          "(rdma_audit_gpu_nic_map), or accept %s with rdma_audit_gpu_nic_max_class" % cls,
+                   detail=None if good else "NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL (default PXB); "
+                                            "across %s it copies through host memory" % cls)
+        gpu_numa = gpu.get("numa_node")
+        nic_numa = (devices.get(nic) or {}).get("numa_node")
+        online = (facts.get("numa_nodes") or {}).get("online") or []
+        if len(online) > 1:
+            if gpu_numa is None or nic_numa is None:
+                checks.add("topology.numa", "unknown", subject=gpu["pci_address"], live={"gpu": gpu_numa, nic: nic_numa},
+                           detail="the firmware reports no NUMA node (numa_node = -1)")
+            else:
+                checks.add("topology.numa", "ok" if gpu_numa == nic_numa else "fail", subject=gpu["pci_address"],
+                           desired="same NUMA node", live={"gpu": gpu_numa, nic: nic_numa},
+                           remedy="use a NIC on NUMA node %s for this GPU" % gpu_numa)
+
+
+def _mtu_groups(facts):
+    """``{link_layer: {netdev: mtu}}`` of the RDMA PFs' netdevs."""
+    out = {}
+    mtu = facts.get("mtu") or {}
+    for device in facts.get("devices") or []:
+        if device.get("is_vf"):
+            continue
+        layer = sorted(_link_layers(device) - {None}) or ["unknown"]
+        for netdev in device.get("netdevs") or []:
+            if netdev in mtu:
+                out.setdefault(layer[0], {})[netdev] = mtu[netdev]
+    return out
+
+
+def _mtu(checks, facts, desired):
+    want = (desired or {}).get("rdma_audit_mtu")
+    for layer, values in sorted(_mtu_groups(facts).items()):
+        if any(v is None for v in values.values()):
+            checks.add("mtu.node", "unknown", subject=layer, live=values, detail="an MTU could not be read")
+            continue
+        distinct = sorted(set(values.values()))
+        if want and layer == "Ethernet":
+            status = "ok" if distinct == [int(want)] else "drift"
+            checks.add("mtu.node", status, subject=layer, desired=int(want), live=values,
+                       remedy="set the MTU of the RDMA netdevs to %s (network configuration)" % want)
+        else:
+            checks.add("mtu.node", "ok" if len(distinct) == 1 else "drift", subject=layer, desired="one MTU",
+                       live=values, remedy="give every %s RDMA netdev the same MTU" % layer,
+                       detail=None if len(distinct) == 1 else "RDMA netdevs of one node with MTUs %s" % distinct)
+
+
+def _cgroup(checks, facts):
+    limited = {}
+    for cgroup, devices in sorted((facts.get("rdma_cgroup") or {}).items()):
+        for device, limits in sorted(devices.items()):
+            small = dict((k, v) for k, v in limits.items() if v != "max")
+            if small:
+                limited.setdefault(cgroup, {})[device] = small
+    checks.add("cgroup.rdma", "ok" if not limited else "drift", desired="max", live=limited or "max",
+               remedy="remove the rdma.max limits (echo '<dev> hca_handle=max hca_object=max' > rdma.max)",
+               detail=None if not limited else "RDMA cgroup limits cap the verbs objects of the pods below them")
+
+
+# -- driver ---------------------------------------------------------------------------------------------------------
+def audit_host(facts, desired=None, layers=None, error=None):
+    """The checks of one host: a list of check dicts (see the module docstring)."""
+    layers = set(layers or LAYERS) | {"facts"}
+    checks = _Checks(layers)
+    if facts is None:
+        for layer in LAYERS:
+            if layer in layers:
+                checks.add(layer + ".facts" if layer != "facts" else "facts.gathered", "unknown",
+                           detail=error or "rdma_facts did not run on this host")
+        return checks.items
+    for problem in facts.get("problems") or []:
+        checks.add("facts.read", "unknown", subject=problem.get("path"), detail=problem.get("error"))
+    for section in ("persisted",):
+        for problem in (facts.get(section) or {}).get("problems") or []:
+            checks.add("facts.read", "unknown", subject=problem.get("path"), detail=problem.get("error"))
+    _drivers(checks, facts, desired)
+    _kernel(checks, facts, desired)
+    _netns(checks, facts, desired)
+    _sysctl(checks, facts, desired, rdma_netdevs(facts))
+    _sriov(checks, facts, desired)
+    _containerd(checks, facts, desired)
+    _kubelet(checks, facts, desired)
+    _topology(checks, facts, desired)
+    _mtu(checks, facts, desired)
+    _cgroup(checks, facts)
+    return checks.items
+
+
+def _inventory_checks(hosts):
+    """Checks that need every host: VF GUIDs unique across the inventory, one RDMA MTU per link layer."""
+    owners = {}
+    for name, host in hosts.items():
+        for guid, where in vf_guids(host["facts"] or {}):
+            owners.setdefault(guid, []).append((name, where))
+    for name, host in hosts.items():
+        if host["facts"] is None or "sriov" not in host["layers"]:
+            continue
+        clashes = sorted(set(guid for guid, where in vf_guids(host["facts"])
+                             if len(set(o[0] for o in owners[guid])) > 1))
+        if clashes:
+            others = sorted(set(o[0] for g in clashes for o in owners[g] if o[0] != name))
+            host["checks"].append(_inventory_check("sriov.guid_inventory", "fail", "unique in the inventory",
+                                                   {"duplicates": clashes, "also_on": others},
+                                                   "run the sriov role on all hosts together (sriov_guid_inventory_check)"))
+        elif any(c["id"] == "sriov.vf_guids" for c in host["checks"]):
+            host["checks"].append(_inventory_check("sriov.guid_inventory", "ok", "unique in the inventory", None, None))
+    by_layer = {}
+    for name, host in hosts.items():
+        if host["facts"] is None:
+            continue
+        for layer, values in _mtu_groups(host["facts"]).items():
+            for mtu in values.values():
+                if mtu is not None:
+                    by_layer.setdefault(layer, Counter())[mtu] += 1
+    for name, host in hosts.items():
+        if host["facts"] is None or "topology" not in host["layers"]:
+            continue
+        for layer, values in sorted(_mtu_groups(host["facts"]).items()):
+            common = by_layer.get(layer)
+            if not common or len(common) < 2:
+                continue
+            majority = common.most_common(1)[0][0]
+            odd = dict((n, m) for n, m in values.items() if m is not None and m != majority)
+            host["checks"].append(_inventory_check(
+                "mtu.inventory", "drift" if odd else "ok", majority, odd or values,
+                "give the RDMA netdevs the inventory's MTU %s" % majority, subject=layer))
+
+
+def _inventory_check(check_id, status, desired, live, remedy, subject=None):
+    return {"id": check_id, "layer": layer_of(check_id), "subject": subject, "status": status, "desired": desired,
+            "live": live, "persisted": None, "remedy": remedy if status != "ok" else None, "detail": None}
+
+
+def audit(hosts, generated=None):
+    """The inventory report.  ``hosts`` = ``{name: {"facts": dict|None, "desired": dict|None,
+    "layers": [..]|None, "error": str|None}}``; returns the ``report.json`` document (schema version 1)."""
+    work = {}
+    for name in sorted(hosts):
+        spec = hosts[name]
+        layers = list(spec.get("layers") or LAYERS)
+        work[name] = {"facts": spec.get("facts"), "layers": layers,
+                      "checks": audit_host(spec.get("facts"), spec.get("desired"), layers, spec.get("error")),
+                      "desired_mode": "facts_only" if spec.get("desired") is None else "desired"}
+    _inventory_checks(work)
+    out_hosts = {}
+    totals = Counter()
+    for name, host in work.items():
+        counts = Counter(c["status"] for c in host["checks"])
+        totals.update(counts)
+        status = worst(c["status"] for c in host["checks"])
+        out_hosts[name] = dict([
+            ("status", status), ("counts", dict((s, counts.get(s, 0)) for s in STATUSES)),
+            ("audit", host["desired_mode"]), ("layers", host["layers"]),
+            ("summary", _host_summary(host["facts"])), ("checks", host["checks"]),
+        ])
+    by_status = Counter(h["status"] for h in out_hosts.values())
+    return dict([
+        ("schema_version", SCHEMA_VERSION),
+        ("generated", generated),
+        ("summary", dict([
+            ("hosts", len(out_hosts)), ("status", worst(h["status"] for h in out_hosts.values())),
+            ("hosts_by_status", dict((s, by_status.get(s, 0)) for s in STATUSES)),
+            ("checks_by_status", dict((s, totals.get(s, 0)) for s in STATUSES)),
+        ])),
+        ("hosts", out_hosts),
+    ])
+
+
+def _host_summary(facts):
+    """A few facts a reader of the report wants next to the checks (and the GPU-NIC matrix for report.md)."""
+    if facts is None:
+        return None
+    devices = facts.get("devices") or []
+    gpudirect = ((facts.get("drivers") or {}).get("gpudirect") or {}).get("active")
+    if gpudirect is None and "nvidia_peermem" in (facts.get("modules") or []):
+        gpudirect = "peermem"
+    return dict([
+        ("rdma_devices", len([d for d in devices if not d.get("is_vf")])),
+        ("vfs", sum(len(d.get("vfs") or []) for d in devices)),
+        ("gpus", len(facts.get("gpus") or [])),
+        ("netns_mode", facts.get("netns_mode")),
+        ("gpudirect", gpudirect),
+        ("gpu_nic_affinity", facts.get("gpu_nic_affinity") or {}),
+        ("topo_matrix", rdma_topo_matrix(facts) if facts.get("gpus") else None),
+    ])
