@@ -1,13 +1,18 @@
 """File edits: the pure planner, diff shape, atomic apply with backups, and all-or-nothing rollback."""
 
+import multiprocessing
 import os
+import random
 import stat
+import subprocess
+import sys
+import time
 
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, HostReadError, InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
-    FilePlan, FileState, FileTransaction, observe_file, plan_file,
+    DirectoryLock, FilePlan, FileState, FileTransaction, observe_file, plan_file, revert,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 
@@ -128,3 +133,175 @@ def test_directory_in_place_of_file_is_refused(tmp_path):
     (tmp_path / "etc/x.conf").mkdir(parents=True)
     with pytest.raises(HostReadError, match="not a regular file"):
         observe_file(HostRoot(str(tmp_path)), "/etc/x.conf")
+
+
+# -- backups, compare-before-replace, locking -------------------------------------------------------------------------
+
+def _etc(tmp_path, name="a.conf", text="old\n", mode=0o644):
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    (tmp_path / "etc" / name).write_text(text)
+    os.chmod(tmp_path / "etc" / name, mode)
+    return HostRoot(str(tmp_path))
+
+
+def test_backups_are_0600_and_roots_even_when_the_original_is_world_readable(tmp_path):
+    host = _etc(tmp_path, text="secret = 1\n", mode=0o644)
+    os.umask(0o022)
+    backups = FileTransaction(host, backup=True).apply_all(
+        [plan_file(observe_file(host, "/etc/a.conf"), "secret = 2\n", 0o644, UID, GID)])
+    info = os.stat(backups["/etc/a.conf"])
+    assert stat.S_IMODE(info.st_mode) == 0o600
+    if os.geteuid() == 0:
+        assert (info.st_uid, info.st_gid) == (0, 0)
+    assert open(backups["/etc/a.conf"]).read() == "secret = 1\n"
+
+
+def test_rollback_puts_the_original_mode_back_not_the_backups(tmp_path):
+    host = _etc(tmp_path, mode=0o640)
+    txn = FileTransaction(host)
+    txn.apply(plan_file(observe_file(host, "/etc/a.conf"), "new\n", 0o644, UID, GID))
+    assert txn.rollback() == (["/etc/a.conf"], [])
+    assert (tmp_path / "etc/a.conf").read_text() == "old\n"
+    assert stat.S_IMODE((tmp_path / "etc/a.conf").stat().st_mode) == 0o640
+    assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == ["a.conf"]
+
+
+def test_two_backups_in_one_second_do_not_overwrite_each_other(tmp_path):
+    host = _etc(tmp_path, text="v1\n")
+    first = FileTransaction(host, backup=True).apply_all([plan_file(observe_file(host, "/etc/a.conf"), "v2\n", 0o644, UID, GID)])
+    second = FileTransaction(host, backup=True).apply_all([plan_file(observe_file(host, "/etc/a.conf"), "v3\n", 0o644, UID, GID)])
+    assert first["/etc/a.conf"] != second["/etc/a.conf"]
+    assert open(first["/etc/a.conf"]).read() == "v1\n" and open(second["/etc/a.conf"]).read() == "v2\n"
+
+
+def test_a_file_changed_after_planning_is_not_overwritten(tmp_path):
+    host = _etc(tmp_path, text="user = 1\n")
+    (tmp_path / "etc/b.conf").write_text("b\n")
+    plans = [plan_file(observe_file(host, "/etc/b.conf"), "b2\n", 0o644, UID, GID),
+             plan_file(observe_file(host, "/etc/a.conf"), "user = 1\nours = 1\n", 0o644, UID, GID)]
+    (tmp_path / "etc/a.conf").write_text("user = 2\n")  # another run (or the operator) edits it in between
+    with pytest.raises(ApplyError) as info:
+        FileTransaction(host).apply_all(plans)
+    assert "/etc/a.conf changed on the node after this run read it" in info.value.msg
+    assert info.value.details["conflict"] is True and info.value.details["rolled_back"] == ["/etc/b.conf"]
+    assert (tmp_path / "etc/a.conf").read_text() == "user = 2\n", "the other writer's content must survive"
+    assert (tmp_path / "etc/b.conf").read_text() == "b\n", "and this run's earlier file is rolled back"
+
+
+def test_a_file_that_already_holds_the_result_is_left_alone(tmp_path):
+    host = _etc(tmp_path)
+    plan = plan_file(observe_file(host, "/etc/a.conf"), "new\n", 0o644, UID, GID)
+    (tmp_path / "etc/a.conf").write_text("new\n")  # a concurrent identical run won the race
+    assert FileTransaction(host).apply_all([plan]) == {}
+    assert (tmp_path / "etc/a.conf").read_text() == "new\n"
+
+
+def test_rollback_does_not_clobber_a_newer_write_by_someone_else(tmp_path):
+    host = _etc(tmp_path)
+    txn = FileTransaction(host)
+    txn.apply(plan_file(observe_file(host, "/etc/a.conf"), "ours\n", 0o644, UID, GID))
+    (tmp_path / "etc/a.conf").write_text("theirs\n")
+    assert txn.rollback() == ([], ["/etc/a.conf"])
+    assert (tmp_path / "etc/a.conf").read_text() == "theirs\n"
+
+
+def test_revert_skips_files_someone_else_changed_and_reverts_the_rest(tmp_path):
+    host = _etc(tmp_path)
+    (tmp_path / "etc/b.conf").write_text("b\n")
+    plans = [plan_file(observe_file(host, "/etc/a.conf"), "a2\n", 0o644, UID, GID),
+             plan_file(observe_file(host, "/etc/b.conf"), "b2\n", 0o644, UID, GID)]
+    FileTransaction(host, backup=False).apply_all(plans)
+    (tmp_path / "etc/b.conf").write_text("theirs\n")
+    assert revert(host, plans) == ["/etc/a.conf"]
+    assert (tmp_path / "etc/a.conf").read_text() == "old\n" and (tmp_path / "etc/b.conf").read_text() == "theirs\n"
+
+
+def test_revert_failure_names_the_first_cause_and_the_file(tmp_path, monkeypatch):
+    host = _etc(tmp_path)
+    plan = plan_file(observe_file(host, "/etc/a.conf"), "a2\n", 0o644, UID, GID)
+    FileTransaction(host, backup=False).apply_all([plan])
+    real_replace = os.replace
+
+    def failing_replace(src, dst, *args, **kwargs):
+        if str(dst).endswith("/etc/a.conf"):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(ApplyError) as info:
+        revert(host, [plan], cause="update-grub failed (rc=1)")
+    assert info.value.msg.startswith("update-grub failed (rc=1); putting the previous files back FAILED: writing /etc/a.conf")
+    assert "No space left on device" in info.value.msg
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert (tmp_path / "etc/a.conf").read_text() == "a2\n"
+
+
+def test_a_held_directory_lock_times_out_with_a_clear_message(tmp_path):
+    host = _etc(tmp_path)
+    plan = plan_file(observe_file(host, "/etc/a.conf"), "new\n", 0o644, UID, GID)
+    with DirectoryLock(str(tmp_path / "etc")):
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD_TXN, str(tmp_path)], capture_output=True, text=True, check=False,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert child.returncode == 3, child.stderr
+    assert "another run has held the lock on %s/etc for 0.3s" % tmp_path in child.stdout
+    assert (tmp_path / "etc/a.conf").read_text() == "old\n"
+    FileTransaction(host).apply_all([plan])  # released: the same edit goes through
+    assert (tmp_path / "etc/a.conf").read_text() == "new\n"
+
+
+_CHILD_TXN = """
+import sys
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+host = HostRoot(sys.argv[1])
+try:
+    FileTransaction(host, lock_timeout=0.3).apply_all([plan_file(observe_file(host, "/etc/a.conf"), "child\\n", 0o644)])
+except ApplyError as exc:
+    print(exc.msg)
+    sys.exit(3)
+"""
+
+
+def _racer(root, tag, rounds, seed, out):
+    """A read-modify-write editor: plan from what it reads, pause (as a module does while it plans), apply; retry
+    on a conflict.  Appends one line per round to a shared file that both racers edit."""
+    rng = random.Random(seed)
+    host = HostRoot(root)
+    conflicts = 0
+    for index in range(rounds):
+        while True:
+            seen = observe_file(host, "/etc/shared.conf")
+            plan = plan_file(seen, (seen.content or "") + "%s-%d\n" % (tag, index), 0o644, UID, GID)
+            time.sleep(rng.uniform(0, 0.004))
+            try:
+                FileTransaction(host, backup=False).apply_all([plan])
+                break
+            except ApplyError as exc:
+                if not exc.details.get("conflict"):
+                    raise
+                conflicts += 1
+    out.put((tag, conflicts))
+
+
+def test_two_processes_racing_on_one_file_lose_nothing(tmp_path):
+    """Two editors at once: every line of both survives, nothing is torn, no temp or backup file is left."""
+    (tmp_path / "etc").mkdir()
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    rounds = 40
+    procs = [ctx.Process(target=_racer, args=(str(tmp_path), tag, rounds, seed, out)) for tag, seed in (("a", 1), ("b", 2))]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    conflicts = dict(out.get(timeout=5) for dummy in procs)
+    lines = (tmp_path / "etc/shared.conf").read_text().splitlines()
+    assert sorted(lines) == sorted(["%s-%d" % (tag, i) for tag in "ab" for i in range(rounds)]), \
+        "lost updates: %d of %d lines" % (len(lines), 2 * rounds)
+    for tag in "ab":
+        assert [line for line in lines if line.startswith(tag)] == ["%s-%d" % (tag, i) for i in range(rounds)]
+    assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == ["shared.conf"]
+    assert sum(conflicts.values()) > 0, "the racers never collided; the test proved nothing"
