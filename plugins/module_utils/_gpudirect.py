@@ -22,6 +22,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import re
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _ofed
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError
 
 METHODS = ("auto", "peermem", "dmabuf")
@@ -179,3 +180,11 @@ def gpudirect_facts(host, problems=None):
         "nvidia_driver": {"version": nvidia["version"], "open": nvidia["open"]} if nvidia else None,
         "kernel_release": release,
     }
+
+
+def drivers_facts(host):
+    """``rdma_facts``' ``drivers`` key: ``{ofed: <_ofed.ofed_facts>, gpudirect: <gpudirect_facts>, problems}``,
+    from files only (an audit pod with the host mounted can read it)."""
+    problems = []
+    return {"ofed": _ofed.ofed_facts(host, problems=problems), "gpudirect": gpudirect_facts(host, problems),
+            "problems": problems}

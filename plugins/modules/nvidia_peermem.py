@@ -21,9 +21,9 @@ description:
   - For C(nvidia_peermem) it test-loads the module first and only then persists it in C(modules-load.d), so a module
     that cannot load never makes every boot fail. It also adds an C(openibd.service) drop-in that loads the module
     again after openibd restarts the RDMA stack (which unloads it with ib_core), as Azure's HPC images do.
-  - The classic failure - the NVIDIA driver was built before DOCA-OFED was installed, so nvidia-peermem's init
+  - "The classic failure - the NVIDIA driver was built before DOCA-OFED was installed, so nvidia-peermem's init
     returns EINVAL (C(could not insert 'nvidia_peermem': Invalid argument)) - is named in the error with its fix
-    (rebuild the NVIDIA kernel modules after DOCA-OFED, or use DMA-BUF); nothing is persisted then.
+    (rebuild the NVIDIA kernel modules after DOCA-OFED, or use DMA-BUF); nothing is persisted then."
   - For DMA-BUF it removes the persistence files this module wrote for nvidia_peermem, and leaves a loaded module
     alone (unloading it under running jobs is unsafe).
 extends_documentation_fragment:
@@ -154,7 +154,7 @@ observed:
            "files": {"/etc/modules-load.d/nvidia-peermem.conf": {"exists": false}}}
 diagnosis:
   description: On a failed load, the cause by name - V(einval) (built before or against another OFED), V(missing),
-    V(unknown_symbol) or V(other) - with the fix in RV(msg).
+    V(unknown_symbol) or V(other) - with the fix in the failure message.
   returned: on failure to load
   type: str
   sample: einval

@@ -339,6 +339,37 @@ ansible_facts:
                                   "cmdline": null, "effective": "exclusive"},
                    "sysctl": {"all": {"arp_ignore": {"value": 1, "file": "/etc/sysctl.d/90-rdma-k8s-node.conf"}}},
                    "modules_load": ["nvidia_peermem"], "sriov": null, "problems": []}
+        drivers:
+          description:
+            - The RDMA and GPU driver stack, from files only.
+            - C(ofed) - MLNX/DOCA-OFED as installed (C(installed), C(flavor) V(doca) or V(mlnx_ofed), C(version),
+              C(label) as C(ofed_info -s) prints it, C(source)) and as running (C(running_version) of the loaded
+              ib_core/mlx5_core, C(modules) per OFED module with C(loaded), C(version), C(from_ofed));
+              C(stale_modules) and C(restart_required) when loaded modules are not the installed OFED's build;
+              C(kernel_release), C(kernel_headers) (the DKMS build tree exists); C(dkms) (per DKMS module and
+              version for the running kernel, C(state) V(installed), V(built), V(failed) or V(added)) and
+              C(dkms_failed) with the C(make_log) path and an C(excerpt) of it.
+            - C(gpudirect) - C(active) GPUDirect RDMA path (V(peermem) when nvidia_peermem is loaded, else V(dmabuf)
+              when the open GPU kernel modules run on Linux 5.12 or later, else V(none)), C(peermem_loaded),
+              C(peermem_persisted) (named in a modules-load.d file), C(dmabuf_capable), C(dmabuf_reason),
+              C(nvidia_driver) (C(version), C(open)), C(kernel_release).
+            - C(problems) lists what could not be read.
+          returned: always
+          type: dict
+          sample: {"ofed": {"installed": true, "flavor": "doca", "version": "24.10-1.1.4.0.200",
+                            "label": "OFED-internal-24.10-1.1.4.0.200", "source": "/usr/bin/ofed_info",
+                            "running_version": "24.10-1.1.4", "kernel_release": "6.1.0-28-amd64",
+                            "kernel_headers": true, "stale_modules": [], "restart_required": false,
+                            "modules": {"mlx5_core": {"loaded": true, "version": "24.10-1.1.4", "from_ofed": true}},
+                            "dkms": [{"module": "mlnx-ofed-kernel", "version": "24.10.OFED.24.10.1.1.4.1",
+                                      "kernel": "6.1.0-28-amd64", "arch": "x86_64", "state": "installed",
+                                      "kernel_modules": ["ib_core", "mlx5_core", "mlx5_ib"]}],
+                            "dkms_failed": []},
+                   "gpudirect": {"active": "peermem", "peermem_loaded": true, "peermem_persisted": true,
+                                 "dmabuf_capable": false, "dmabuf_reason": "the NVIDIA driver 550.127.05 is the ...",
+                                 "nvidia_driver": {"version": "550.127.05", "open": false},
+                                 "kernel_release": "6.1.0-28-amd64"},
+                   "problems": []}
         problems:
           description: Files that exist but could not be read or parsed.
           returned: always
@@ -353,6 +384,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCom
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import runtime_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
 
 
 def main():
@@ -367,6 +399,7 @@ def main():
         facts = gather(host)
         facts["runtime"] = runtime_facts(host, HostCommands(module, host))
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
+        facts["drivers"] = drivers_facts(host)
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

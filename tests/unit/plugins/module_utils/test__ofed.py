@@ -44,8 +44,8 @@ def test_real_ofed_info_captures(realdata):
     ("MLNX_OFED_LINUX-24.10-2.1.8.0:\n", ("mlnx_ofed", "24.10-2.1.8.0", "MLNX_OFED_LINUX-24.10-2.1.8.0")),
     ("OFED-internal-25.10-1.7.1:", ("doca", "25.10-1.7.1", "OFED-internal-25.10-1.7.1")),
     ("OFED-internal-24.01-2.0.0", ("doca", "24.01-2.0.0", "OFED-internal-24.01-2.0.0")),       # no colon
-    ("MLNX_OFED_LINUX-4.5-1.0.1.0 (OFED-4.5-1.0.1):\n\nar_mgr:\n", ("mlnx_ofed", "4.5-1.0.1.0",
-                                                                   "MLNX_OFED_LINUX-4.5-1.0.1.0")),  # long form
+    ("MLNX_OFED_LINUX-4.5-1.0.1.0 (OFED-4.5-1.0.1):\n\nar_mgr:\n",                               # long form
+     ("mlnx_ofed", "4.5-1.0.1.0", "MLNX_OFED_LINUX-4.5-1.0.1.0")),
     ("5.4-3.1.0.0\n", (None, "5.4-3.1.0.0", None)),                                                # -n
 ])
 def test_parse_ofed_info(text, expected):

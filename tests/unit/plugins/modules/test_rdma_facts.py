@@ -27,7 +27,7 @@ ANSIBLE = REPO / ".venv" / "bin" / "ansible"
 
 CONTRACT_KEYS = {"devices", "gpus", "gpu_nic_affinity", "netns_mode", "kernel_cmdline", "modules", "sysctl", "mtu",
                  "rdma_cgroup", "problems", "numa_nodes", "runtime", "persisted",
-                 "cpu_vendor", "device_plugins"}
+                 "cpu_vendor", "device_plugins", "drivers"}
 
 
 class ExitJson(Exception):
@@ -153,6 +153,9 @@ def test_module_on_simulated_dgx_h100(dgx):
     runtime = facts.pop("runtime")
     persisted = facts.pop("persisted")
     assert persisted["problems"] == [] and persisted["netns_mode"]["effective"] is None
+    drivers = facts.pop("drivers")
+    assert drivers["gpudirect"]["nvidia_driver"] == {"version": "550.127.05", "open": False}
+    assert drivers["ofed"]["running_version"] == "24.10-1.1.4" and drivers["problems"] == []
     assert facts == json.loads(json.dumps(gather(HostRoot(str(dgx)))))
     assert runtime["containerd"]["config_version"] is None, "the simulated node has no containerd"
     assert len(facts["devices"]) == 12 and len(facts["gpus"]) == 8 and facts["problems"] == []
