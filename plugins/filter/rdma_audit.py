@@ -22,6 +22,8 @@ DEFAULTS_ROLES = ("rdma_kernel", "rdma_netns", "rdma_sysctl", "sriov", "containe
                   "doca_ofed", "nvidia_peermem", "rdma_audit")
 _ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 _DEFAULTS_CACHE = {}
+# what the role's vars lookup gives for a variable that is not set
+UNSET = "__unset__"
 
 
 def role_defaults(roles_dir=_ROLES_DIR):
@@ -62,7 +64,8 @@ def _facts_of(registered):
     return facts, None
 
 
-def rdma_audit(hosts, hostvars, mode="desired", layers=None, generated=None, result_var="rdma_audit__facts"):
+def rdma_audit(hosts, hostvars, mode="desired", layers=None, generated=None, result_var="rdma_audit__facts",
+               desired_var="rdma_audit__desired"):
     """The audit report (report.json's document) of ``hosts`` from their registered rdma_facts results."""
     if mode not in ("desired", "facts_only"):
         raise AnsibleFilterError("rdma_audit: mode must be desired or facts_only, got %r" % (mode,))
@@ -78,7 +81,11 @@ def rdma_audit(hosts, hostvars, mode="desired", layers=None, generated=None, res
         facts, error = _facts_of(hvars.get(result_var))
         desired = None
         if mode == "desired":
-            desired = dict((var, _plain(hvars[var]) if var in hvars else defaults.get(var))
+            # the role's per-host set_fact saw play vars and role params too; hostvars alone see inventory and -e
+            given = hvars.get(desired_var)
+            if not isinstance(given, Mapping):
+                given = dict((var, hvars[var]) for var in _audit.DESIRED_VARS if var in hvars)
+            desired = dict((var, _plain(given[var]) if given.get(var, UNSET) not in (None, UNSET) else defaults.get(var))
                            for var in _audit.DESIRED_VARS)
         host_layers = hvars.get("rdma_audit_layers") or layers
         spec[name] = {"facts": _plain(facts) if facts is not None else None, "desired": desired,

@@ -310,8 +310,19 @@ def _rdma_lines(node: Node, limits: bool) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def proc_cpuinfo(spec) -> str:
+    """/proc/cpuinfo of an x86 node: one block per CPU of the NUMA map (the fields tools read; no flags)."""
+    cpu = spec.cpu
+    blocks = []
+    for number in spec.cpus:
+        blocks.append(f"processor\t: {number}\nvendor_id\t: {cpu['vendor_id']}\ncpu family\t: {cpu['family']}\n"
+                      f"model\t\t: {cpu['model']}\nmodel name\t: {cpu['model_name']}\n")
+    return "\n".join(blocks) + "\n"
+
+
 def _proc(tree: Tree, node: Node) -> None:
     tree.add_file("proc/cmdline", lambda: node.cmdline + "\n", size=0)
+    tree.add_file("proc/cpuinfo", lambda: proc_cpuinfo(node.spec), size=0)
     tree.add_file("proc/modules", lambda: proc_modules(node), size=0)
     tree.add_file("proc/sys/kernel/osrelease", lambda: node.spec.kernel_release + "\n", size=0)
     for scope in node.sysctl:

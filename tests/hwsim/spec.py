@@ -97,6 +97,7 @@ class Spec:
     source: str | None
     kernel_release: str
     cmdline: str
+    cpu: dict[str, Any]
     numa: dict[int, list[int]]
     modules: dict[str, ModuleSpec]
     modules_loaded: list[str]
@@ -155,7 +156,7 @@ DEFAULT_MODULES: dict[str, tuple[int, list[str], dict[str, str]]] = {
     "overlay": (188416, [], {}),
 }
 
-_TOP_KEYS = {"name", "description", "source", "kernel", "numa", "modules", "ofed", "nvidia_driver",
+_TOP_KEYS = {"name", "description", "source", "cpu", "kernel", "numa", "modules", "ofed", "nvidia_driver",
              "nvidia_kernel_module", "sysctl", "cgroup", "delays", "pci"}
 #: `ofed_info -s` without the colon: MLNX_OFED_LINUX-<major.minor>-<a.b.c.d> or OFED-internal-<YY.MM>-<a.b.c[.d[.e]]>
 OFED_RE = r"^(MLNX_OFED_LINUX|OFED-internal)-\d+\.\d+-\d+(\.\d+)*$"
@@ -207,6 +208,7 @@ def parse(data: Any, where: str = "spec") -> Spec:
         source=data.get("source"),
         kernel_release=str(kernel.get("release", "6.1.0-28-amd64")),
         cmdline=str(kernel.get("cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro quiet")),
+        cpu=_parse_cpu(data.get("cpu") or {}, f"{where}: cpu"),
         numa=numa,
         modules=modules,
         modules_loaded=loaded,
@@ -269,6 +271,21 @@ def _parse_sysctl(data: dict[str, Any], where: str) -> tuple[dict[str, dict[str,
             _require(key in _SYSCTL_KEYS, f"{where}: sysctl.ipv4_conf.{scope}", f"unsupported key {key!r}")
             out[scope][key] = int(value)
     return out, int(data.get("devconf_inherit_init_net", 0))
+
+
+_CPU_VENDORS = ("GenuineIntel", "AuthenticAMD", "HygonGenuine")
+
+
+def _parse_cpu(data: dict, where: str) -> dict[str, Any]:
+    """The CPU model /proc/cpuinfo shows (x86 only: vendor_id, cpu family, model, model name)."""
+    cpu = {"vendor_id": "GenuineIntel", "family": 6, "model": 143,
+           "model_name": "Intel(R) Xeon(R) Platinum 8480C"}
+    _require(isinstance(data, dict), where, "needs a mapping of vendor_id, family, model, model_name")
+    unknown = set(data) - set(cpu)
+    _require(not unknown, where, f"unknown keys {sorted(unknown)}")
+    cpu.update(data)
+    _require(cpu["vendor_id"] in _CPU_VENDORS, where, f"vendor_id must be one of {_CPU_VENDORS}")
+    return cpu
 
 
 def _parse_host(item: Any, numa: dict[int, list[int]], where: str) -> HostBridgeSpec:

@@ -162,3 +162,13 @@ def test_spec_validation_errors(tmp_path, text, message):
 def test_unknown_archetype_lists_known_ones():
     with pytest.raises(hwsim.SpecError, match="dgx-h100"):
         hwsim.load("nope")
+
+
+def test_proc_cpuinfo_names_the_cpu_vendor(tmp_path):
+    """/proc/cpuinfo: one block per CPU of the NUMA map; the vendor picks the IOMMU switch (intel_iommu/amd_iommu)."""
+    import hwsim
+    amd = (hwsim.render("a100-10nic", tmp_path / "a100") / "proc" / "cpuinfo").read_text()
+    intel = (hwsim.render("no-rdma", tmp_path / "plain") / "proc" / "cpuinfo").read_text()
+    assert amd.count("vendor_id\t: AuthenticAMD\n") == amd.count("processor\t: ") > 1
+    assert "model name\t: AMD EPYC 7742 64-Core Processor" in amd
+    assert intel.count("processor\t: ") == 16 and "vendor_id\t: GenuineIntel" in intel

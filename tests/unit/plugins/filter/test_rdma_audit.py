@@ -130,7 +130,7 @@ def test_audit_playbook_on_simulated_nodes(tmp_path):
     python = str(REPO / ".venv" / "bin" / "python")
     inventory = {"all": {"hosts": {
         "dgx": {"rdma_audit_host_root": str(dgx)},
-        "roce": {"rdma_audit_host_root": str(roce), "rdma_netns_mode": "exclusive"},
+        "roce": {"rdma_audit_host_root": str(roce)},
         "gone": {"rdma_audit_host_root": str(tmp_path / "nope")},
     }, "vars": {"ansible_connection": "local", "ansible_python_interpreter": python,
                 "rdma_audit_layers": ["netns", "sysctl", "topology"]}}}
@@ -139,7 +139,12 @@ def test_audit_playbook_on_simulated_nodes(tmp_path):
     env.update({"ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"), "ANSIBLE_NOCOLOR": "1",
                 "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "ANSIBLE_HOME": str(tmp_path / "home"),
                 "ANSIBLE_BECOME": "false"})
-    argv = [str(PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(REPO / "playbooks" / "audit.yml"), "--check",
+    # the desired netns mode of one host comes from play vars (only the role's per-host set_fact sees those)
+    (tmp_path / "audit.yml").write_text(yaml.safe_dump([{
+        "name": "Audit", "hosts": "all", "gather_facts": False,
+        "vars": {"rdma_netns_mode": "{{ 'exclusive' if inventory_hostname == 'roce' else 'shared' }}"},
+        "roles": [{"role": "rdma.k8s_node.rdma_audit"}]}]))
+    argv = [str(PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "audit.yml"), "--check",
             "-e", "ansible_become=false", "-e", "rdma_audit_dir=%s" % (tmp_path / "out")]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -161,3 +166,17 @@ def test_audit_playbook_on_simulated_nodes(tmp_path):
                              timeout=300, check=False)
     assert failing.returncode != 0
     assert "audit status fail" in failing.stdout
+
+
+def test_role_reads_the_same_variables_as_the_audit():
+    role_vars = yaml.safe_load((REPO / "roles" / "rdma_audit" / "vars" / "main.yml").read_text())
+    assert role_vars["rdma_audit__desired_vars"] == list(_audit.DESIRED_VARS)
+
+
+def test_desired_var_built_by_the_role_wins_and_nulls_take_defaults(roce_facts):
+    hostvars = {"a": {"rdma_audit__facts": _registered(roce_facts), "rdma_netns_mode": "shared",
+                      "rdma_audit__desired": {"rdma_netns_mode": "exclusive", "rdma_sysctl_host": None}}}
+    report = F.rdma_audit(["a"], hostvars, layers=["netns", "sysctl"])
+    checks = dict(((c["id"], c["subject"]), c) for c in report["hosts"]["a"]["checks"])
+    assert checks[("netns.mode", None)]["desired"] == "exclusive"
+    assert checks[("sysctl.arp", "all")]["desired"] == {"arp_ignore": 1, "arp_announce": 2, "rp_filter": 2}
