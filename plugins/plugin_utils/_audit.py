@@ -47,7 +47,7 @@ DESIRED_VARS = (
     "kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
     "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
     "kubelet_topology_memory_manager_policy",
-    "doca_ofed_version", "nvidia_peermem_method",
+    "nvidia_peermem_method", "rdma_audit_ofed_version",
     "rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu",
 )
 
@@ -116,7 +116,7 @@ def _drivers(checks, facts, desired):
                        detail="RDMA user-space access needs these modules")
     drivers = facts.get("drivers") or {}
     ofed = drivers.get("ofed") or {}
-    want_version = (desired or {}).get("doca_ofed_version")
+    want_version = (desired or {}).get("rdma_audit_ofed_version")
     if want_version:
         live = ofed.get("version")
         if not drivers:
@@ -124,23 +124,39 @@ def _drivers(checks, facts, desired):
                        detail="the node's rdma_facts has no drivers section")
         else:
             checks.add("drivers.ofed_version", "ok" if live and str(live).startswith(str(want_version)) else "drift",
-                       desired=want_version, live=live, remedy="run the doca_ofed role (doca_ofed_version)")
+                       desired=want_version, live=ofed.get("running_version"), persisted=live,
+                       remedy="run the doca_ofed role with the DOCA release that ships this OFED (doca_ofed_version)")
+    if ofed.get("installed") and (ofed.get("stale_modules") or ofed.get("restart_required")):
+        checks.add("drivers.ofed_running", "drift", desired=ofed.get("version"), live=ofed.get("running_version"),
+                   persisted=ofed.get("version"),
+                   remedy="restart openibd in a maintenance window (doca_ofed_restart_ok=true) or reboot",
+                   detail="loaded modules are not the installed OFED's build: %s" % (ofed.get("stale_modules") or []))
+    for failed in ofed.get("dkms_failed") or []:
+        checks.add("drivers.dkms", "fail", subject=failed.get("module"), desired="built for the running kernel",
+                   live=failed.get("state"), persisted=failed.get("make_log"),
+                   remedy="install the kernel headers of the running kernel and rebuild (dkms autoinstall)",
+                   detail=(failed.get("excerpt") or "")[-300:] or None)
     if facts.get("gpus"):
         gpudirect = drivers.get("gpudirect") or {}
-        active = gpudirect.get("active")
-        if not gpudirect and modules is not None:
-            active = "peermem" if "nvidia_peermem" in modules else None
-        method = (desired or {}).get("nvidia_peermem_method", "auto")
-        persisted = "peermem" if "nvidia_peermem" in (facts.get("persisted") or {}).get("modules_load", []) else None
-        if active is None and not gpudirect and modules is None:
+        method = (desired or {}).get("nvidia_peermem_method") or "auto"
+        if gpudirect:
+            active = gpudirect.get("active")
+            persisted = "peermem" if gpudirect.get("peermem_persisted") else (
+                "dmabuf" if gpudirect.get("dmabuf_capable") else None)
+        else:  # facts of an older collection version: only the module list
+            active = "peermem" if "nvidia_peermem" in (modules or []) else None
+            persisted = "peermem" if "nvidia_peermem" in (facts.get("persisted") or {}).get("modules_load", []) else None
+        if active is None and modules is None:
             checks.add("gpudirect.path", "unknown", desired=method, detail="loaded modules could not be read")
-        elif active in ("peermem", "dmabuf") and method in ("auto", active):
-            checks.add("gpudirect.path", "ok", desired=method, live=active,
-                       persisted=persisted if active == "peermem" else "dmabuf")
+        elif active in ("peermem", "dmabuf") and method in ("auto", active) and persisted == active:
+            checks.add("gpudirect.path", "ok", desired=method, live=active, persisted=persisted)
         else:
-            checks.add("gpudirect.path", "drift", desired=method, live=active, persisted=persisted,
-                       remedy="run the nvidia_peermem role (nvidia_peermem_method=%s)" % method,
-                       detail="GPUs without an active GPUDirect RDMA path: NCCL falls back to host memory copies")
+            remedy = "run the nvidia_peermem role (nvidia_peermem_method=%s)" % method
+            detail = "GPUs without an active GPUDirect RDMA path: NCCL copies through host memory"
+            if active in ("peermem", "dmabuf"):
+                detail = "the GPUDirect path %s is not the desired one or not persisted for the next boot" % active
+            checks.add("gpudirect.path", "drift", desired=method, live=active, persisted=persisted, remedy=remedy,
+                       detail=detail)
 
 
 # -- kernel command line ----------------------------------------------------------------------------------------------
@@ -221,8 +237,9 @@ def _netns(checks, facts, desired):
             status = _tri(want, live, persisted if persisted is not None else "shared")
             remedy = None
             if status == "drift":
-                remedy = ("reboot the node (the mode is persisted but a network namespace blocked the live switch)"
-                          if persisted == want else "run the rdma_netns role (rdma_netns_mode=%s)" % want)
+                remedy = ("run the rdma_netns role: it switches live when no network namespace exists (no pods), "
+                          "else reboot the node, the mode is persisted" if persisted == want
+                          else "run the rdma_netns role (rdma_netns_mode=%s)" % want)
             checks.add("netns.mode", status, desired=want, live=live, persisted=persisted, remedy=remedy,
                        detail=None if persisted is not None else "nothing persisted: ib_core's default is shared")
     running = [p for p in facts.get("device_plugins") or [] if p.startswith(SHARED_DEVICE_PLUGIN)]
@@ -556,7 +573,7 @@ def audit_host(facts, desired=None, layers=None, error=None):
         return checks.items
     for problem in facts.get("problems") or []:
         checks.add("facts.read", "unknown", subject=problem.get("path"), detail=problem.get("error"))
-    for section in ("persisted",):
+    for section in ("persisted", "drivers"):
         for problem in (facts.get(section) or {}).get("problems") or []:
             checks.add("facts.read", "unknown", subject=problem.get("path"), detail=problem.get("error"))
     _drivers(checks, facts, desired)
@@ -634,11 +651,12 @@ def audit(hosts, generated=None):
         counts = Counter(c["status"] for c in host["checks"])
         totals.update(counts)
         status = worst(c["status"] for c in host["checks"])
-        out_hosts[name] = dict([
-            ("status", status), ("counts", dict((s, counts.get(s, 0)) for s in STATUSES)),
-            ("audit", host["desired_mode"]), ("layers", host["layers"]),
-            ("summary", _host_summary(host["facts"])), ("checks", host["checks"]),
-        ])
+        summary = _host_summary(host["facts"])
+        out_hosts[name] = {
+            "status": status, "counts": dict((s, counts.get(s, 0)) for s in STATUSES),
+            "audit": host["desired_mode"], "layers": host["layers"], "summary": summary,
+            "labels": node_labels(status, summary), "checks": host["checks"],
+        }
     by_status = Counter(h["status"] for h in out_hosts.values())
     return dict([
         ("schema_version", SCHEMA_VERSION),
@@ -650,6 +668,17 @@ def audit(hosts, generated=None):
         ])),
         ("hosts", out_hosts),
     ])
+
+
+LABEL_PREFIX = "rdma.k8s-node.io/"
+
+
+def node_labels(status, summary):
+    """Kubernetes node labels for schedulers: the audit status, the netns mode and the GPUDirect path."""
+    summary = summary or {}
+    return {LABEL_PREFIX + "audit": status,
+            LABEL_PREFIX + "netns-mode": summary.get("netns_mode") or "unknown",
+            LABEL_PREFIX + "gpudirect": summary.get("gpudirect") or ("none" if summary.get("gpus") else "no-gpu")}
 
 
 def _host_summary(facts):

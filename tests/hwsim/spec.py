@@ -7,6 +7,7 @@ otherwise silently produce a different machine, and every test built on it would
 from __future__ import annotations
 
 import copy
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,7 +209,7 @@ def parse(data: Any, where: str = "spec") -> Spec:
         source=data.get("source"),
         kernel_release=str(kernel.get("release", "6.1.0-28-amd64")),
         cmdline=str(kernel.get("cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro quiet")),
-        cpu=_parse_cpu(data.get("cpu") or {}, f"{where}: cpu"),
+        cpu=_parse_cpu(data.get("cpu") or _cpu_of_this_machine() or {}, f"{where}: cpu"),
         numa=numa,
         modules=modules,
         modules_loaded=loaded,
@@ -274,6 +275,26 @@ def _parse_sysctl(data: dict[str, Any], where: str) -> tuple[dict[str, dict[str,
 
 
 _CPU_VENDORS = ("GenuineIntel", "AuthenticAMD", "HygonGenuine")
+
+
+def _cpu_of_this_machine() -> dict[str, Any] | None:
+    """With HWSIM_CPUINFO=/proc/cpuinfo (molecule's create step sets it), archetypes that do not name their CPU get
+    the CPU of the machine the containers really run on: a container's kernel-facing /proc/cpuinfo is the host's,
+    so the simulated node then agrees with tools that read the container's own /proc."""
+    path = os.environ.get("HWSIM_CPUINFO")
+    if not path:
+        return None
+    fields = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                break
+            key, dummy, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    if fields.get("vendor_id") not in _CPU_VENDORS:
+        return None
+    return {"vendor_id": fields["vendor_id"], "family": int(fields.get("cpu family", 0)),
+            "model": int(fields.get("model", 0)), "model_name": fields.get("model name", "")}
 
 
 def _parse_cpu(data: dict, where: str) -> dict[str, Any]:

@@ -172,3 +172,15 @@ def test_proc_cpuinfo_names_the_cpu_vendor(tmp_path):
     assert amd.count("vendor_id\t: AuthenticAMD\n") == amd.count("processor\t: ") > 1
     assert "model name\t: AMD EPYC 7742 64-Core Processor" in amd
     assert intel.count("processor\t: ") == 16 and "vendor_id\t: GenuineIntel" in intel
+
+
+def test_hwsim_cpuinfo_takes_this_machines_cpu_unless_the_spec_names_one(tmp_path, monkeypatch):
+    import hwsim
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("processor\t: 0\nvendor_id\t: HygonGenuine\ncpu family\t: 24\nmodel\t\t: 1\n"
+                    "model name\t: Hygon C86 7185 32-core Processor\n\nprocessor\t: 1\n")
+    monkeypatch.setenv("HWSIM_CPUINFO", str(fake))
+    plain = (hwsim.render("no-rdma", tmp_path / "plain") / "proc" / "cpuinfo").read_text()
+    assert "vendor_id\t: HygonGenuine" in plain and "Hygon C86 7185" in plain
+    amd = (hwsim.render("a100-10nic", tmp_path / "a100") / "proc" / "cpuinfo").read_text()
+    assert "vendor_id\t: AuthenticAMD" in amd  # the spec's own CPU wins

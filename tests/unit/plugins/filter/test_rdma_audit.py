@@ -39,7 +39,7 @@ def test_desired_var_names_exist_in_some_role_or_are_documented():
     for path in (REPO / "roles").glob("*/defaults/main.yml"):
         known.update(yaml.safe_load(path.read_text()) or {})
     # variables of roles another issue adds (doca_ofed, nvidia_peermem) may not exist yet
-    pending = {"doca_ofed_version", "nvidia_peermem_method"}
+    pending = {"nvidia_peermem_method"}
     assert set(_audit.DESIRED_VARS) - known <= pending
 
 
@@ -180,3 +180,38 @@ def test_desired_var_built_by_the_role_wins_and_nulls_take_defaults(roce_facts):
     checks = dict(((c["id"], c["subject"]), c) for c in report["hosts"]["a"]["checks"])
     assert checks[("netns.mode", None)]["desired"] == "exclusive"
     assert checks[("sysctl.arp", "all")]["desired"] == {"arp_ignore": 1, "arp_announce": 2, "rp_filter": 2}
+
+
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason=".venv/bin/ansible-playbook is not installed")
+def test_audit_playbook_publishes_node_labels_with_kubectl(tmp_path):
+    """Labels go through kubectl (a recording stand-in on PATH here); nothing is labelled in check mode."""
+    roce = hwsim.render("roce-cx6dx", tmp_path / "roce")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "kubectl").write_text("#!/bin/sh\necho \"$*\" >> %s\necho \"node/$5 labeled\"\n" % (tmp_path / "calls"))
+    (bindir / "kubectl").chmod(0o755)
+    inventory = {"all": {"hosts": {"gpu1.example.com": {"rdma_audit_host_root": str(roce)},
+                                   "gpu2": {"rdma_audit_host_root": str(roce), "rdma_audit_node_name": "node-b"}},
+                         "vars": {"ansible_connection": "local",
+                                  "ansible_python_interpreter": str(REPO / ".venv" / "bin" / "python"),
+                                  "rdma_audit_layers": ["netns"]}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = dict(os.environ)
+    env.update({"ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"), "ANSIBLE_NOCOLOR": "1",
+                "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "ANSIBLE_HOME": str(tmp_path / "home"),
+                "PATH": "%s:%s" % (bindir, env["PATH"])})
+    argv = [str(PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(REPO / "playbooks" / "audit.yml"),
+            "-e", "ansible_become=false", "-e", "rdma_audit_dir=%s" % (tmp_path / "out"),
+            "-e", "rdma_audit_publish_labels=true"]
+    checked = subprocess.run(argv + ["--check"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    assert not (tmp_path / "calls").exists()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:]
+    calls = sorted((tmp_path / "calls").read_text().splitlines())
+    assert calls == [
+        "label --overwrite node gpu1 rdma.k8s-node.io/audit=ok rdma.k8s-node.io/netns-mode=shared "
+        "rdma.k8s-node.io/gpudirect=none",
+        "label --overwrite node node-b rdma.k8s-node.io/audit=ok rdma.k8s-node.io/netns-mode=shared "
+        "rdma.k8s-node.io/gpudirect=none",
+    ]

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
+from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
@@ -26,6 +27,7 @@ def rendered(tmp_path_factory):
         root = hwsim.render(name, tmp_path_factory.mktemp(name))
         host = HostRoot(str(root))
         facts = gather(host)
+        facts["drivers"] = drivers_facts(host)
         facts["persisted"] = persisted_facts(host, [n for n in facts["sysctl"] if n not in ("all", "default")])
         out[name] = json.loads(json.dumps(facts))
     return out
@@ -48,6 +50,7 @@ def converge(facts, vendor="GenuineIntel", sriov=None):
     if facts["gpus"]:
         facts["modules"].append("nvidia_peermem")
         facts["persisted"]["modules_load"].append("nvidia_peermem")
+        facts["drivers"]["gpudirect"].update(active="peermem", peermem_loaded=True, peermem_persisted=True)
     for pf, count in (sriov or {}).items():
         device = next(d for d in facts["devices"] if d["name"] == pf)
         device["sriov"]["numvfs"] = count
@@ -363,3 +366,46 @@ def test_worst_order():
     assert _audit.worst(["ok", "drift"]) == "drift"
     assert _audit.worst(["drift", "unknown"]) == "unknown"
     assert _audit.worst(["unknown", "fail", "ok"]) == "fail"
+
+
+def test_driver_checks_on_the_simulated_ofed(rendered):
+    facts = converge(rendered["dgx-h100"])
+    ofed = facts["drivers"]["ofed"]
+    assert ofed["running_version"] == "24.10-1.1.4"  # the archetype's loaded modules
+    ofed.update(installed=True, flavor="doca", version="24.10-1.1.4.0.200")  # what ofed_info -s would say
+    checks = by_key(_audit.audit_host(facts, desired(rdma_audit_ofed_version="24.10-1.1.4"), ["drivers"]))
+    assert checks[("drivers.ofed_version", None)]["status"] == "ok"
+    checks = by_key(_audit.audit_host(facts, desired(rdma_audit_ofed_version="25.04"), ["drivers"]))
+    assert checks[("drivers.ofed_version", None)]["status"] == "drift"
+    ofed.update(stale_modules=["mlx5_core"], restart_required=True)
+    ofed["dkms_failed"] = [{"module": "mlnx-ofed-kernel", "state": "failed",
+                            "make_log": "/var/lib/dkms/mlnx-ofed-kernel/24.10/build/make.log",
+                            "excerpt": "error: implicit declaration of function 'foo'"}]
+    checks = by_key(_audit.audit_host(facts, desired(), ["drivers"]))
+    assert checks[("drivers.ofed_running", None)]["status"] == "drift"
+    assert "doca_ofed_restart_ok" in checks[("drivers.ofed_running", None)]["remedy"]
+    dkms = checks[("drivers.dkms", "mlnx-ofed-kernel")]
+    assert dkms["status"] == "fail" and "implicit declaration" in dkms["detail"]
+
+
+@pytest.mark.parametrize("gpudirect,method,status", [
+    ({"active": "dmabuf", "dmabuf_capable": True, "peermem_persisted": False}, "auto", "ok"),
+    ({"active": "dmabuf", "dmabuf_capable": True, "peermem_persisted": False}, "peermem", "drift"),
+    ({"active": "peermem", "peermem_loaded": True, "peermem_persisted": False}, "auto", "drift"),  # lost at reboot
+    ({"active": "none", "dmabuf_capable": False, "peermem_persisted": False}, "auto", "drift"),
+])
+def test_gpudirect_path(rendered, gpudirect, method, status):
+    facts = converge(rendered["dgx-h100"])
+    facts["drivers"]["gpudirect"] = gpudirect
+    check = by_key(_audit.audit_host(facts, desired(nvidia_peermem_method=method), ["drivers"]))[("gpudirect.path", None)]
+    assert check["status"] == status and check["live"] == gpudirect["active"]
+
+
+def test_node_labels(rendered):
+    report = _audit.audit({"a": {"facts": converge(rendered["dgx-h100"]), "desired": desired(),
+                                 "layers": ["netns"]},
+                           "b": {"facts": None, "desired": None}})
+    assert report["hosts"]["a"]["labels"] == {"rdma.k8s-node.io/audit": "ok", "rdma.k8s-node.io/netns-mode": "shared",
+                                              "rdma.k8s-node.io/gpudirect": "peermem"}
+    assert report["hosts"]["b"]["labels"]["rdma.k8s-node.io/audit"] == "unknown"
+    assert report["hosts"]["b"]["labels"]["rdma.k8s-node.io/netns-mode"] == "unknown"
