@@ -21,7 +21,8 @@ import re
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 
 # What may appear in an argument we write: GRUB files are shell, so nothing the shell would expand or end.
-_SAFE_ARG_RE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]+$")
+_SAFE_ARG_RE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]+\Z")
+_SAFE_PATTERN_RE = re.compile(r"^[A-Za-z0-9_.,:/+@%=*?\[\]!-]+\Z")
 _GLOB_CHARS = set("*?[")
 
 
@@ -151,8 +152,11 @@ def validate_request(present, absent):
     present = [validate_arg(arg, "present") for arg in present or []]
     absent = list(absent or [])
     for pattern in absent:
-        if not isinstance(pattern, str) or not pattern or any(c.isspace() for c in pattern) or '"' in pattern:
-            raise InputError("absent: %r is not an argument name, name=value or glob pattern" % (pattern,))
+        # patterns become `case` patterns of a shell file that grub-mkconfig sources as root: the characters
+        # of a kernel argument plus the glob characters, nothing that the shell would execute or expand
+        if not isinstance(pattern, str) or not _SAFE_PATTERN_RE.match(pattern) or pattern.startswith("="):
+            raise InputError("absent: %r is not an argument name, name=value or glob pattern (allowed: letters, digits, "
+                             "_ . , : / + @ %% = - and the glob characters * ? [ ] !)" % (pattern,))
     for arg in present:
         for pattern in absent:
             if matches_absent(arg, pattern):

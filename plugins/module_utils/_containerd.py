@@ -306,7 +306,10 @@ def choose_files(files, changes, containerd_version):
     """
     versions = []
     for path, doc in files:
-        version = file_version(doc, containerd_version)
+        try:
+            version = file_version(doc, containerd_version)
+        except (ConflictError, ParseError) as exc:
+            raise type(exc)("%s: %s" % (path, exc.msg), dict(exc.details, path=path)) from exc
         versions.append(native_version(containerd_version) if version is None and path == files[0][0] else version)
     edits = {}
     owner = 0
@@ -323,7 +326,10 @@ def choose_files(files, changes, containerd_version):
                     target = index
         version = versions[target]
         if version not in (2, 3):
-            cri_paths(version)  # raises the version-1 explanation
+            try:
+                cri_paths(version)  # raises the version-1 explanation
+            except ConflictError as exc:
+                raise ConflictError("%s: %s" % (files[target][0], exc.msg), {"path": files[target][0]}) from exc
         table = _key_path(version, kind, name, key)[:-1]
         edits.setdefault(target, []).append((table, key, value))
     return edits, versions

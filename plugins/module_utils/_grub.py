@@ -102,33 +102,36 @@ def default_entry_args(values):
 _ASSIGN_RE = re.compile(r"^(?P<indent>\s*)(?:export\s+)?(?P<var>[A-Z_][A-Z0-9_]*)=(?P<value>.*?)\s*$")
 
 
-def _unquote(value, var):
+def _unquote(value, var, source=None):
     """Value of a simple shell assignment; expansions or command substitutions are refused, not guessed."""
+    where = "%s: " % source if source else ""
     if len(value) >= 2 and value[0] == value[-1] == "'":
         return value[1:-1]
     if len(value) >= 2 and value[0] == value[-1] == '"':
         inner = value[1:-1]
         if any(c in inner for c in '$`\\"'):
-            raise ParseError("%s uses shell expansion or escapes (%s); edit it by hand or use the drop-in mode" % (var, value))
+            raise ParseError("%s%s uses shell expansion or escapes (%s); edit it by hand or use the drop-in mode"
+                             % (where, var, value), {"path": source})
         return inner
     if any(c in value for c in "$`\\\"' \t;&|"):
-        raise ParseError("%s=%s is not a simple assignment this module can rewrite" % (var, value))
+        raise ParseError("%s%s=%s is not a simple assignment this module can rewrite" % (where, var, value), {"path": source})
     return value
 
 
-def find_assignment(text, var):
-    """``(line_index, value)`` of the last assignment of ``var`` in a GRUB defaults file, or ``(None, None)``."""
+def find_assignment(text, var, source=None):
+    """``(line_index, value)`` of the last assignment of ``var`` in a GRUB defaults file, or ``(None, None)``.
+    ``source`` (the file's path) starts the message of a ParseError."""
     found = (None, None)
     for index, line in enumerate(text.splitlines()):
         match = _ASSIGN_RE.match(line)
         if match and match.group("var") == var:
-            found = (index, _unquote(match.group("value"), var))
+            found = (index, _unquote(match.group("value"), var, source))
     return found
 
 
-def set_assignment(text, var, value):
+def set_assignment(text, var, value, source=None):
     """``text`` with the last assignment of ``var`` replaced (or one appended) by ``var="value"``."""
-    index, dummy_old = find_assignment(text, var)
+    index, dummy_old = find_assignment(text, var, source)
     lines = text.splitlines()
     new_line = '%s="%s"' % (var, value)
     if index is None:

@@ -226,10 +226,11 @@ def desired_guids(scheme, count, pf_node_guid=None, prefix=0x02, explicit=None, 
         raise InputError("unknown GUID scheme %r" % (scheme,))
     for index, value in enumerate(values):
         assignable(value, "the GUID for VF %d (%s)" % (index, format_guid(value)))
+    source = {"list": "guids: ", "pool_file": "the pool file: "}.get(scheme, "")
     seen = {}
     for index, value in enumerate(values):
         if value in seen:
-            raise InputError("VF %d and VF %d would both get GUID %s" % (seen[value], index, format_guid(value)))
+            raise InputError("%sVF %d and VF %d would both get GUID %s" % (source, seen[value], index, format_guid(value)))
         seen[value] = index
     return values
 

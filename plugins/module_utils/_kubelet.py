@@ -39,7 +39,7 @@ MAP_KEYS = ("topologyManagerPolicyOptions", "kubeReserved", "systemReserved", "f
 DEFAULTS = {"topologyManagerPolicy": "none", "topologyManagerScope": "container", "cpuManagerPolicy": "none",
             "memoryManagerPolicy": "None"}
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|K|M|G|T|P|E|m)?$")
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|K|M|G|T|P|E|m)?\Z")
 _FACTORS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
             "k": 10 ** 3, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
 
@@ -66,7 +66,7 @@ def parse_cpuset(text, what):
     for part in str(text).replace(" ", "").split(","):
         if not part:
             continue
-        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
+        match = re.match(r"^(\d+)(?:-(\d+))?\Z", part)
         if not match:
             raise InputError("%s: %r is not a CPU list such as 0-1,32-33" % (what, text))
         low, high = int(match.group(1)), int(match.group(2) or match.group(1))

@@ -23,7 +23,7 @@ LINK_STATES = ("auto", "enable", "disable")
 #: VF attributes ``ip link set <pf> vf N`` takes, and the link layers that support them (mlx5e / ipoib ndo ops)
 ETH_ONLY = ("trust", "spoofchk", "vlan", "qos", "mac")
 VF_ATTRS = ("link_state",) + ETH_ONLY
-_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\Z")
 _FW_LINE = re.compile(r"^\*?\s*(\w+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 
 

@@ -367,9 +367,12 @@ def run_sriov_vfs(module):
     try:
         writes = _sriov.plan_numvfs(state["numvfs"], want, state["totalvfs"], params["allow_vf_reset"], used)
     except InputError as exc:
+        msg = exc.msg
+        if state["totalvfs"] is None:  # say which device the options selected (a bridge, a GPU, a PF without SRIOV_EN)
+            msg = "%s %s (PCI %s): %s" % (pf["selected_by"], params.get(pf["selected_by"]), pf["pci_address"], msg)
         if fw_error is None:
-            raise
-        raise InputError("%s; %s" % (exc.msg, fw_error.msg), fw_error.details) from exc
+            raise InputError(msg, exc.details) from exc
+        raise InputError("%s; %s" % (msg, fw_error.msg), fw_error.details) from exc
     if fw_error is not None:
         raise fw_error
     admin = ip_vfs(commands, pf["netdev"]) if state["numvfs"] else {}
@@ -485,6 +488,10 @@ def run_ib_vf_guids(module):
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
     result = Result()
+    pool_file = params["pool_file"]
+    if not pool_file.startswith("/") or any(part in (".", "..") for part in pool_file.split("/")) \
+            or any(c in pool_file for c in "\0\n\r"):
+        raise InputError("pool_file must be an absolute path without . or .. components, got %r" % (pool_file,))
     pf = resolve_pf(host, params)
     if pf["link_layer"] != "InfiniBand":
         raise InputError("%s %s is an %s PF: VF node/port GUIDs only exist on InfiniBand (RoCE VFs use MAC addresses)"
@@ -590,7 +597,18 @@ def run_ib_vf_guids(module):
         raise ApplyError("%s; %s" % (exc.msg, outcome), dict(exc.details, restore=outcome),
                          result=result.as_dict(with_diff=False)) from exc
     if pool_plan is not None and pool_plan.changed:
-        FileTransaction(host, backup=False).apply_all([pool_plan])
+        try:
+            FileTransaction(host, backup=False).apply_all([pool_plan])
+        except ApplyError as exc:
+            # the pool file must not disagree with the VFs: put the previous GUIDs back as for any other failure
+            outcome = _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout)
+            if state["vfs"] and touched:
+                try:
+                    wait_for_vfs(host, pf, count, timeout)
+                except ApplyError as wait_exc:
+                    outcome += "; %s" % wait_exc.msg
+            raise ApplyError("%s; %s" % (exc.msg, outcome), dict(exc.details, restore=outcome),
+                             result=result.as_dict(with_diff=False)) from exc
 
     final = observe(host, pf)
     final_admin = _admin_guids(host, commands, pf, count, via)

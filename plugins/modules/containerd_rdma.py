@@ -208,6 +208,7 @@ backup_files:
 import glob
 import os
 import posixpath
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -220,6 +221,13 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
+
+# a unit name as systemd accepts it (unit_name_is_valid(); no escapes needed for containerd's), never an option
+UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9_@:][A-Za-z0-9_.@:-]*\Z")
+# a drop-in systemd reads (*.conf, not hidden)
+DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
+# a CRI runtime name that is a bare TOML key (no quoting, no dots that would split it)
+RUNTIME_NAME_RE = re.compile(r"^[A-Za-z0-9_+-]+\Z")
 
 # systemd's unit search path, most important first (a drop-in name in an earlier directory masks a later one)
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
@@ -249,14 +257,16 @@ def validate(params):
     if params["cdi"] and not want["cdi_spec_dirs"]:
         raise InputError("cdi_spec_dirs must not be empty with cdi=true")
     for name in want["runtimes"]:
-        if not name or any(c in name for c in "\"'\n[]."):
-            raise InputError("runtimes: %r is not a valid runtime name" % (name,))
+        if not RUNTIME_NAME_RE.match(name or ""):
+            raise InputError("runtimes: %r is not a valid runtime name (letters, digits, _ + -)" % (name,))
     service = params["service"]
-    if not service or "/" in service or service.endswith(".service"):
-        raise InputError("service must be a unit name without .service, got %r" % service)
+    if service.endswith(".service") or not UNIT_NAME_RE.match(service):
+        raise InputError("service must be a systemd unit name without .service (letters, digits and : _ . @ -, not "
+                         "starting with - or .), got %r" % (service,))
     dropin_dir = "/etc/systemd/system/%s.service.d" % service
-    if posixpath.dirname(params["unit_dropin"]) != dropin_dir or not params["unit_dropin"].endswith(".conf"):
-        raise InputError("unit_dropin must be a .conf file directly in %s, got %s" % (dropin_dir, params["unit_dropin"]))
+    if posixpath.dirname(params["unit_dropin"]) != dropin_dir or not DROPIN_NAME_RE.match(posixpath.basename(params["unit_dropin"])):
+        raise InputError("unit_dropin must be a .conf file directly in %s, named with letters, digits and _ . @ + - and "
+                         "not starting with a dot, got %r" % (dropin_dir, params["unit_dropin"]))
     if params["restart_timeout"] < 1:
         raise InputError("restart_timeout must be at least 1 second")
     return want
@@ -284,7 +294,11 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
         return out
 
     def read_version(self):
-        self.version = ctd.parse_version(self.run(["containerd", "--version"], "read its version"))
+        out = self.run(["containerd", "--version"], "read its version")
+        try:
+            self.version = ctd.parse_version(out)
+        except ParseError as exc:
+            raise ParseError("containerd --version: %s" % exc.msg, exc.details) from exc
         return self.version
 
     def oci_spec(self):

@@ -171,6 +171,7 @@ backup_files:
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -187,6 +188,8 @@ GRUB_DEFAULTS_DIR = "/etc/default/grub.d"
 GRUB_CFG = "/boot/grub/grub.cfg"
 BLS_DIR = "/boot/loader/entries"
 KERNEL_CMDLINE_FILE = "/etc/kernel/cmdline"
+# what grub-mkconfig's `for i in /etc/default/grub.d/*.cfg` picks up (the shell's * skips dot files)
+DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.cfg\Z")
 
 
 def cpu_vendor(host):
@@ -298,7 +301,7 @@ class GrubFiles:
             observed = observe_file(self.host, GRUB_DEFAULTS)
             text = observed.content or ""
             for var in _grub.CMDLINE_VARS:
-                dummy_index, value = _grub.find_assignment(text, var)
+                dummy_index, value = _grub.find_assignment(text, var, GRUB_DEFAULTS)
                 wanted = present if var == "GRUB_CMDLINE_LINUX" else []
                 new_args, changes = _cmdline.plan(_cmdline.split_raw(value or ""), wanted, absent)
                 if var == "GRUB_CMDLINE_LINUX_DEFAULT":
@@ -308,7 +311,7 @@ class GrubFiles:
                     changes = changes or kept != new_args
                     new_args = kept
                 if changes:
-                    text = _grub.set_assignment(text, var, " ".join(new_args))
+                    text = _grub.set_assignment(text, var, " ".join(new_args), GRUB_DEFAULTS)
             plans = [plan_file(observed, text, observed.mode if observed.exists else 0o644,
                                observed.uid if observed.exists else 0, observed.gid if observed.exists else 0)]
             after_values = self.evaluate(defaults_content=plans[0].content)
@@ -403,10 +406,10 @@ def run_grubby(module, host, commands, present, absent, result):
     plans = []
     observed = observe_file(host, GRUB_DEFAULTS)
     if observed.exists:
-        dummy_index, value = _grub.find_assignment(observed.content, "GRUB_CMDLINE_LINUX")
+        dummy_index, value = _grub.find_assignment(observed.content, "GRUB_CMDLINE_LINUX", GRUB_DEFAULTS)
         new_args, changes = _cmdline.plan(_cmdline.split_raw(value or ""), present, absent)
         if changes:
-            plans.append(plan_file(observed, _grub.set_assignment(observed.content, "GRUB_CMDLINE_LINUX", " ".join(new_args)),
+            plans.append(plan_file(observed, _grub.set_assignment(observed.content, "GRUB_CMDLINE_LINUX", " ".join(new_args), GRUB_DEFAULTS),
                                    observed.mode, observed.uid, observed.gid))
     kernel_file = observe_file(host, KERNEL_CMDLINE_FILE)
     if kernel_file.exists:
@@ -438,9 +441,9 @@ def run_module(module):
     """observe -> plan -> apply -> verify, returning the result dict."""
     params = module.params
     dropin = params["dropin"]
-    if os.path.dirname(dropin) != GRUB_DEFAULTS_DIR or not dropin.endswith(".cfg") or os.path.basename(dropin) == ".cfg":
-        raise InputError("dropin must be a .cfg file directly in %s (GRUB sources nothing else), got %s"
-                         % (GRUB_DEFAULTS_DIR, dropin))
+    if os.path.dirname(dropin) != GRUB_DEFAULTS_DIR or not DROPIN_NAME_RE.match(os.path.basename(dropin)):
+        raise InputError("dropin must be a .cfg file directly in %s, named with letters, digits and _ . @ + - and not "
+                         "starting with a dot (GRUB sources nothing else), got %r" % (GRUB_DEFAULTS_DIR, dropin))
     host = HostRoot(params["host_root"])
     present, absent = wanted_args(host, params)
     commands = HostCommands(module, host)

@@ -99,11 +99,11 @@ options:
     type: bool
     default: false
   restart_timeout:
-    description: Seconds to wait for the kubelet to be active and healthy after a restart.
+    description: Seconds (at least 1) to wait for the kubelet to be active and healthy after a restart.
     type: int
     default: 60
   healthz_url:
-    description: The kubelet's health endpoint.
+    description: The kubelet's health endpoint, an C(http://) or C(https://) URL.
     type: str
     default: http://127.0.0.1:10248/healthz
   backup:
@@ -188,9 +188,11 @@ diff:
 
 import json
 import os
+import re
 import shutil
 import time
 import traceback
+from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
@@ -211,6 +213,8 @@ except ImportError:
     HAS_YAML = False
     YAML_ERROR = traceback.format_exc()
 
+# a drop-in the kubelet reads from --config-dir: *.conf, not hidden
+DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
 FLAG_FILES = ("/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet")
 
 
@@ -324,8 +328,16 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
     if params["reserved_system_cpus"] is not None:
         kub.parse_cpuset(params["reserved_system_cpus"], "reserved_system_cpus")
     name = params["dropin_name"]
-    if "/" in name or not name.endswith(".conf"):
-        raise InputError("dropin_name must be a file name ending in .conf (the kubelet reads nothing else), got %r" % name)
+    if not DROPIN_NAME_RE.match(name):
+        raise InputError("dropin_name must be a file name ending in .conf, of letters, digits and _ . @ + - and not "
+                         "starting with a dot (the kubelet reads nothing else), got %r" % (name,))
+    if params["restart_timeout"] < 1:
+        raise InputError("restart_timeout must be at least 1 second, got %d" % params["restart_timeout"])
+    scheme = urlsplit(params["healthz_url"]).scheme
+    if scheme not in ("http", "https"):
+        # open_url also opens file:// and ftp:// URLs, and the body ends up in the failure message
+        raise InputError("healthz_url must be an http:// or https:// URL (the kubelet's healthz endpoint), got %r"
+                         % (params["healthz_url"],))
     want = kub.desired_settings(params)
     if not want:
         raise InputError("nothing to do: set at least one of topology_manager_policy, topology_manager_scope, "

@@ -112,6 +112,7 @@ diff:
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -122,6 +123,8 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCom
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 SYSCTL_DIR = "/etc/sysctl.d"
+# what systemd-sysctl reads from /etc/sysctl.d: *.conf, hidden files skipped
+CONF_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
 
 
 def read_live(host, keys):
@@ -157,9 +160,9 @@ def sysctl_write(commands, pairs):
 def run_module(module):
     params = module.params
     path = params["path"]
-    if os.path.dirname(path) != SYSCTL_DIR or not path.endswith(".conf") or os.path.basename(path) == ".conf":
-        raise InputError("path must be a .conf file directly in %s (systemd-sysctl reads nothing else there), got %s"
-                         % (SYSCTL_DIR, path))
+    if os.path.dirname(path) != SYSCTL_DIR or not CONF_NAME_RE.match(os.path.basename(path)):
+        raise InputError("path must be a .conf file directly in %s, named with letters, digits and _ . @ + - and not "
+                         "starting with a dot (systemd-sysctl reads nothing else there), got %r" % (SYSCTL_DIR, path))
     settings = _sysctl.validate(params["settings"])
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
