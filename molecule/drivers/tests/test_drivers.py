@@ -1,0 +1,100 @@
+"""Verify the drivers scenario (testinfra, connection podman) after side_effect: DOCA 3.2.0 installed by real apt
+from the node's mirror, pinned, built by the DKMS stand-in, running in the simulated kernel after an openibd
+restart, and GPUDirect RDMA on the path each node can use.
+
+Expected values are written out here, from the test repository's definition (tests/drivers/build_doca_repo.py)
+and the node specs (specs/*.yaml), not taken from the collection's code.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SYS = "/opt/hostroot/sys"
+OFED = "25.10-1.2.8.0"
+DKMS_VERSION = "25.10.OFED.25.10.1.2.8.1"
+NODES = {  # spec file -> (kernel release, mirror, GPUDirect path)
+    "ib-proprietary.yaml": ("6.1.0-28-amd64", "file:///srv/doca-mirror/doca/3.2.0/debian12/x86_64/", "peermem"),
+    "ib-open.yaml": ("6.12.38+deb13-amd64", "http://127.0.0.1:8080/doca/3.2.0/debian13/x86_64/", "dmabuf"),
+}
+
+
+@pytest.fixture(scope="module")
+def node(host):
+    return NODES[os.path.basename(host.run("printenv HWSIM_SPEC").stdout.strip())]
+
+
+def test_apt_source_key_and_pin(host, node):
+    source = host.file("/etc/apt/sources.list.d/rdma-k8s-node-doca.sources").content_string
+    assert f"URIs: {node[1]}\n" in source and "Suites: ./\n" in source
+    assert "Signed-By: /etc/apt/keyrings/rdma-k8s-node-doca.asc\n" in source
+    assert host.file("/etc/apt/keyrings/rdma-k8s-node-doca.asc").content_string.startswith(
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    pin = host.file("/etc/apt/preferences.d/rdma-k8s-node-doca.pref").content_string
+    assert "Package: doca-ofed\nPin: version 3.2.0-*\nPin-Priority: 1001\n" in pin, "the hand edit was repaired"
+    policy = host.check_output("apt-cache policy doca-ofed")
+    assert "Installed: 3.2.0-0.2.8" in policy and "*** 3.2.0-0.2.8 1001" in policy
+
+
+def test_packages_configured_at_the_pinned_release(host):
+    for name, version in (("doca-ofed", "3.2.0-0.2.8"), ("mlnx-ofed-kernel-dkms", DKMS_VERSION + "-1"),
+                          ("ofed-scripts", "25.10.OFED.25.10.1.2.8-1")):
+        package = host.package(name)
+        assert package.is_installed and package.version == version
+    assert host.check_output("dpkg --audit") == "", "nothing half-configured (the failed DKMS build was retried)"
+
+
+def test_ofed_info_reports_doca_ofed(host):
+    assert host.check_output("ofed_info -s") == f"OFED-internal-{OFED}:"
+    assert host.check_output("ofed_info -n") == OFED
+
+
+def test_dkms_built_and_installed_for_the_running_kernel(host, node):
+    kernel = node[0]
+    link = host.file(f"/var/lib/dkms/mlnx-ofed-kernel/kernel-{kernel}-x86_64")
+    assert link.is_symlink and link.linked_to.endswith(f"/{DKMS_VERSION}/{kernel}/x86_64")
+    modules = host.file(f"/var/lib/dkms/mlnx-ofed-kernel/{DKMS_VERSION}/{kernel}/x86_64/module").listdir()
+    assert {"mlx5_core.ko", "mlx5_ib.ko", "ib_uverbs.ko", "rdma_ucm.ko", "ib_umad.ko", "ib_ipoib.ko"} <= set(modules)
+    assert not host.file(f"/var/lib/dkms/mlnx-ofed-kernel/{DKMS_VERSION}/build").exists
+    assert not host.file("/var/lib/dkms/mlnx-ofed-kernel/24.10.OFED.24.10.1.1.4.1").exists, "old release removed"
+
+
+def test_the_simulated_kernel_runs_doca_ofeds_modules(host):
+    for module in ("ib_core", "mlx5_core", "mlx5_ib", "ib_uverbs", "rdma_ucm", "ib_umad", "ib_ipoib"):
+        assert host.file(f"{SYS}/module/{module}/version").content_string == "25.10-1.2.8\n", module
+    assert host.file(f"{SYS}/class/infiniband/mlx5_0").exists
+    assert host.file(f"{SYS}/class/net/ibp2s0").exists
+
+
+def test_openibd_ran(host):
+    openibd = host.service("openibd")
+    assert openibd.is_enabled and openibd.is_running
+
+
+def test_gpudirect_path(host, node):
+    conf = host.file("/etc/modules-load.d/nvidia-peermem.conf")
+    dropin = host.file("/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf")
+    banner = host.file("/opt/hostroot/proc/driver/nvidia/version").content_string
+    if node[2] == "peermem":
+        assert banner.startswith("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05")
+        assert host.file(f"{SYS}/module/nvidia_peermem").is_directory
+        assert conf.content_string.endswith("\nnvidia_peermem\n")
+        assert "ExecStartPost=-/usr/local/sbin/modprobe nvidia_peermem" in host.check_output(
+            "systemctl cat openibd.service")
+        assert dropin.exists
+    else:
+        assert banner.startswith("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08")
+        assert not host.file(f"{SYS}/module/nvidia_peermem").exists
+        assert not conf.exists and not dropin.exists
+
+
+def test_el_repository_file(host, node):
+    if node[2] != "peermem":
+        pytest.skip("rendered on the bookworm node only")
+    text = host.file("/tmp/el-yum.repos.d/rdma-k8s-node-doca.repo").content_string
+    assert "[rdma-k8s-node-doca]\n" in text
+    assert "baseurl = https://linux.mellanox.com/public/repo/doca/3.2.0/rhel9.4/x86_64/\n" in text
+    assert "gpgkey = https://linux.mellanox.com/public/repo/doca/3.2.0/rhel9.4/x86_64/GPG-KEY-Mellanox.pub\n" in text
+    assert "gpgcheck = 1\n" in text and "enabled = 1\n" in text
