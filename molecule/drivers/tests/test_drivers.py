@@ -91,8 +91,8 @@ def test_gpudirect_path(host, node):
 
 
 def test_el_repository_file(host, node):
-    if node[2] != "peermem":
-        pytest.skip("rendered on the bookworm node only")
+    if node[2] != "dmabuf":
+        pytest.skip("rendered on the trixie node only")
     text = host.file("/tmp/el-yum.repos.d/rdma-k8s-node-doca.repo").content_string
     assert "[rdma-k8s-node-doca]\n" in text
     assert "baseurl = https://linux.mellanox.com/public/repo/doca/3.2.0/rhel9.4/x86_64/\n" in text
