@@ -21,6 +21,8 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from collections import Counter
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs
 
 SCHEMA_VERSION = 1
@@ -378,11 +380,19 @@ def _sriov(checks, facts, desired):
 
 
 # -- containerd and kubelet -------------------------------------------------------------------------------------------
-def _limit_text(value):
-    return "unlimited" if value in ("unlimited", "infinity", -1) else value
+def _limit(value):
+    """A resource limit as the report shows it: ``unlimited`` or bytes (``4M``, ``infinity``, ``"4194304"`` as
+    containerd_rdma reads them); None stays None and what cannot be read is returned as it is."""
+    if value is None or value == "":
+        return None
+    try:
+        number = _containerd.parse_limit(value)
+    except RdmaNodeError:
+        return value
+    return "unlimited" if number == _containerd.RLIM_INFINITY else number
 
 
-def _containerd(checks, facts, desired):
+def _containerd_checks(checks, facts, desired):
     ctd = (facts.get("runtime") or {}).get("containerd")
     if desired is None or ctd is None:
         return
@@ -390,20 +400,14 @@ def _containerd(checks, facts, desired):
         checks.add("containerd.installed", "fail", desired=True, live=False,
                    remedy="install containerd (not managed by this collection)")
         return
-    want = _limit_text(desired.get("containerd_rdma_memlock", "unlimited"))
-    want = want if want == "unlimited" else int(want)
+    want = _limit(desired.get("containerd_rdma_memlock", "unlimited"))
     running = ctd.get("running")
-    live = None
-    if running and running.get("memlock"):
-        live = _limit_text(running["memlock"].get("soft"))
-        live = live if live == "unlimited" else int(live)
-    persisted = _limit_text(ctd.get("unit_memlock"))
-    if isinstance(persisted, str) and persisted.isdigit():
-        persisted = int(persisted)
+    persisted = _limit(ctd.get("unit_memlock"))
     if running is None:
         checks.add("containerd.memlock", "ok" if persisted == want else "drift", desired=want, persisted=persisted,
                    remedy="run the containerd_rdma role", detail="containerd is not running: live limit unknown")
     else:
+        live = _limit((running.get("memlock") or {}).get("soft"))
         status = _tri(want, live, persisted)
         remedy = None
         if persisted != want:
@@ -419,15 +423,18 @@ def _containerd(checks, facts, desired):
     for name, runtime in sorted(runtimes.items()):
         if runtime.get("runtime_type") and "runc" not in runtime["runtime_type"]:
             continue
-        memlock = runtime.get("base_spec_memlock") or {}
-        spec_live = _limit_text(memlock.get("hard")) if memlock else None
-        spec_live = spec_live if spec_live in ("unlimited", None) else int(spec_live)
+        spec_live = _limit((runtime.get("base_spec_memlock") or {}).get("hard"))
         checks.add("containerd.base_spec", "ok" if spec_live == want else "drift", subject=name, desired=want,
                    live=spec_live, persisted=runtime.get("base_runtime_spec"),
                    remedy="run the containerd_rdma role (base_runtime_spec of runtime %s)" % name,
                    detail="RLIMIT_MEMLOCK of the base runtime spec: what a pod's process gets")
     want_cdi = desired.get("containerd_rdma_cdi", True)
-    if want_cdi and ctd.get("config_version") is not None:
+    version = tuple(int(p) for p in str(ctd.get("version") or "0.0").split(".")[:2] if p.isdigit())
+    if want_cdi and ctd.get("version") and version < (1, 7):
+        checks.add("containerd.cdi", "fail", desired=True, live=None, persisted=ctd.get("version"),
+                   remedy="upgrade containerd to 1.7 or later, or set containerd_rdma_cdi=false",
+                   detail="containerd %s has no CDI: devices cannot be injected by CDI spec" % ctd.get("version"))
+    elif want_cdi and ctd.get("config_version") is not None:
         live_cdi = ctd.get("enable_cdi")
         checks.add("containerd.cdi", "ok" if live_cdi else "drift", desired=True, live=live_cdi,
                    persisted=ctd.get("cdi_spec_dirs"), remedy="run the containerd_rdma role (containerd_rdma_cdi)")
@@ -581,7 +588,7 @@ def audit_host(facts, desired=None, layers=None, error=None):
     _netns(checks, facts, desired)
     _sysctl(checks, facts, desired, rdma_netdevs(facts))
     _sriov(checks, facts, desired)
-    _containerd(checks, facts, desired)
+    _containerd_checks(checks, facts, desired)
     _kubelet(checks, facts, desired)
     _topology(checks, facts, desired)
     _mtu(checks, facts, desired)

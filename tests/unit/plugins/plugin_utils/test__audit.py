@@ -328,6 +328,7 @@ def test_runtime_converged_is_ok(rendered):
     ({"kubelet__settings__topologyManagerPolicy": "none"}, "kubelet.topology", "drift", "kubelet_topology"),
     ({"kubelet__state_files__cpuManagerPolicy__policy": "static"}, "kubelet.state_file", "fail", "cpu_manager_state"),
     ({"kubelet__settings": {}}, "kubelet.topology", "unknown", None),
+    ({"containerd__version": "1.6.20", "containerd__enable_cdi": None}, "containerd.cdi", "fail", "1.7 or later"),
 ])
 def test_runtime_drift(rendered, change, check_id, status, remedy):
     checks = _audit.audit_host(runtime_facts(rendered, **change), desired(), ["containerd", "kubelet"])
@@ -409,3 +410,15 @@ def test_node_labels(rendered):
                                               "rdma.k8s-node.io/gpudirect": "peermem"}
     assert report["hosts"]["b"]["labels"]["rdma.k8s-node.io/audit"] == "unknown"
     assert report["hosts"]["b"]["labels"]["rdma.k8s-node.io/netns-mode"] == "unknown"
+
+
+def test_finite_memlock_in_any_spelling(rendered):
+    facts = runtime_facts(rendered, containerd__unit_memlock="4194304",
+                          containerd__running={"pid": 9, "memlock": {"soft": "4194304", "hard": "4194304"}},
+                          containerd__runtimes__runc__base_spec_memlock={"soft": "4194304", "hard": "4194304"})
+    checks = by_key(_audit.audit_host(facts, desired(containerd_rdma_memlock="4M"), ["containerd"]))
+    assert checks[("containerd.memlock", None)]["status"] == "ok"
+    assert checks[("containerd.memlock", None)]["live"] == 4194304
+    assert checks[("containerd.base_spec", "runc")]["status"] == "ok"
+    checks = by_key(_audit.audit_host(facts, desired(containerd_rdma_memlock="unlimited"), ["containerd"]))
+    assert checks[("containerd.memlock", None)]["status"] == "drift"
