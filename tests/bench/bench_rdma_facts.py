@@ -28,8 +28,11 @@ sys.path[:0] = [str(REPO / ".cache" / "collections"), str(REPO / "tests")]
 # pylint: disable=wrong-import-position
 import hwsim  # noqa: E402
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts  # noqa: E402
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot  # noqa: E402
+from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts  # noqa: E402
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather  # noqa: E402
+from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import runtime_facts  # noqa: E402
 
 
 def render_with_vfs(archetype: str, vfs: int, directory: str) -> dict:
@@ -50,6 +53,17 @@ def render_with_vfs(archetype: str, vfs: int, directory: str) -> dict:
         node.advance()
     hwsim.render(spec, directory, node=node)
     return {"vfs": made}
+
+
+def module_facts(root: str) -> dict:
+    """Everything the rdma_facts module collects (plugins/modules/rdma_facts.py main(), without AnsibleModule):
+    gather() plus the runtime, persisted and drivers sections.  No command is run (``commands=None``)."""
+    host = HostRoot(root)
+    facts = gather(host)
+    facts["runtime"] = runtime_facts(host, None)
+    facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
+    facts["drivers"] = drivers_facts(host)
+    return facts
 
 
 def walk_and_read(root: str) -> int:

@@ -1,0 +1,568 @@
+"""Fleet benchmark: the drift audit against N simulated hosts, next to a peer-style baseline, in one command.
+
+    scripts/bench fleet [--sizes 1,10,100,1000] [--baseline-max 100] [--forks 8] [--only audit,baseline,...]
+
+Every host of the inventory is a local-connection host with its own simulated node root (``tests/hwsim``: the
+archetype is rendered once; each host root is a directory whose ``sys`` and ``proc`` are links to that tree, the
+"assembled root" layout the collection's HostRoot supports, or with ``--roots hardlink`` a ``cp -al`` copy).
+For each N it times, with the same ``ansible.cfg`` (``--config``, default ``examples/ansible.cfg``):
+
+* ``audit``     -- ``playbooks/audit.yml`` (one ``rdma_facts`` per host, the comparison on the controller);
+* ``baseline``  -- ``tests/bench/fleet/baseline_audit.yml``: the same checks as one stock-module task per check
+  (``command``/``shell``/``stat``/``slurp`` + ``assert``), capped at ``--baseline-max`` hosts;
+
+and, once: ``converge`` -- a second (no-op) run of the provisioning roles that work on a simulated node (FUSE
+mount, command shims; see docs/benchmarks.md for which roles and why), and ``facts`` -- ``rdma_facts`` alone on
+the largest archetype with VFs.
+
+CPU is split between the controller and the modules: ``ansible_python_interpreter`` is a wrapper that runs the
+real interpreter under GNU ``time`` and appends each module process's user+sys seconds to a log; the controller
+is everything else the ``ansible-playbook`` process tree used (``getrusage(RUSAGE_CHILDREN)``), i.e. the main
+process, its forked workers, the local connection's shells and the controller-side report writing.
+
+Prints a table and, with ``--json FILE``, the raw measurements.  Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import pathlib
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BENCH = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(REPO / ".cache" / "collections"), str(REPO / "tests"), str(BENCH)]
+
+# pylint: disable=wrong-import-position
+import yaml  # noqa: E402
+
+PLAYBOOKS = {
+    "audit": REPO / "playbooks" / "audit.yml",
+    "baseline": BENCH / "fleet" / "baseline_audit.yml",
+}
+DEFAULT_CONFIG = REPO / "examples" / "ansible.cfg"
+GNU_TIME = "/usr/bin/time"
+# one line per module process: "<user> <sys> <elapsed>" (GNU time -f)
+_CPU_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s*$")
+# bash `times`: "0m0.004s 0m0.000s" (fallback wrapper without GNU time)
+_TIMES_LINE = re.compile(r"^\s*(\d+)m(\d+(?:\.\d+)?)s\s+(\d+)m(\d+(?:\.\d+)?)s\s*$")
+_RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)"
+                    r"\s+rescued=(\d+)\s+ignored=(\d+)")
+
+
+# -- the simulated fleet ----------------------------------------------------------------------------------------------
+def host_name(index: int) -> str:
+    """Inventory name of the index-th simulated host."""
+    return "node%04d" % index
+
+
+def render_template(archetype: str, directory: pathlib.Path) -> pathlib.Path:
+    """The archetype's power-on tree, rendered once (reused when already there)."""
+    import hwsim  # pylint: disable=import-outside-toplevel
+
+    tree = directory / ("tree-" + archetype)
+    if not (tree / "sys").is_dir():
+        shutil.rmtree(tree, ignore_errors=True)
+        hwsim.render(archetype, tree)
+    return tree
+
+
+def build_fleet(workdir: pathlib.Path, archetype: str, count: int, roots: str = "assembled") -> list[pathlib.Path]:
+    """``count`` host roots under ``workdir/nodes`` (existing ones are reused), one per inventory host.
+
+    ``assembled``: a directory per host with its own ``etc/`` and ``sys``/``proc`` symlinks to the rendered tree
+    (HostRoot maps paths through such top-level links; tests/unit/plugins/modules/simnode.py builds roots the
+    same way).  ``hardlink``: ``cp -al`` of the tree per host (every host has its own directory entries).
+    """
+    tree = render_template(archetype, workdir)
+    nodes = workdir / ("nodes-%s-%s" % (archetype, roots))
+    nodes.mkdir(parents=True, exist_ok=True)
+    out = []
+    pending = []
+    for index in range(count):
+        root = nodes / host_name(index)
+        out.append(root)
+        if (root / "sys").exists():
+            continue
+        if roots == "assembled":
+            (root / "etc").mkdir(parents=True, exist_ok=True)
+            for name in ("sys", "proc"):
+                os.symlink(str(tree / name), str(root / name))
+        elif roots == "hardlink":
+            pending.append(root)
+        else:
+            raise ValueError("roots must be assembled or hardlink, got %r" % (roots,))
+    # cp -al in two parallel streams (one per core); a copy is a few thousand link() and mkdir() calls
+    procs = []
+    for chunk in (pending[0::2], pending[1::2]):
+        if chunk:
+            script = "".join('cp -al "%s" "%s" && ' % (tree, root) for root in chunk) + "true"
+            procs.append(subprocess.Popen(["/bin/sh", "-c", script]))  # pylint: disable=consider-using-with
+    for proc in procs:
+        if proc.wait() != 0:
+            raise RuntimeError("cp -al failed")
+    return out
+
+
+def write_timed_interpreter(path: pathlib.Path, log: pathlib.Path, python: str = sys.executable) -> pathlib.Path:
+    """An ``ansible_python_interpreter`` that runs ``python`` and appends its user/sys/elapsed seconds to ``log``."""
+    if os.access(GNU_TIME, os.X_OK):
+        body = '#!/bin/sh\nexec %s -a -o "%s" -f "%%U %%S %%e" "%s" "$@"\n' % (GNU_TIME, log, python)
+    else:  # bash's `times` (children's user and sys) when GNU time is not installed
+        body = ('#!/bin/bash\n"%s" "$@"\nrc=$?\nt=$(times | tail -n 1)\necho "$t" >> "%s"\nexit $rc\n'
+                % (python, log))
+    path.write_text(body, encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def parse_module_cpu(text: str) -> dict:
+    """``{"calls", "user", "sys", "cpu", "elapsed"}`` from a timed interpreter's log (both line formats)."""
+    calls = 0
+    user = system = elapsed = 0.0
+    for line in text.splitlines():
+        match = _CPU_LINE.match(line)
+        if match:
+            calls += 1
+            user += float(match.group(1))
+            system += float(match.group(2))
+            elapsed += float(match.group(3))
+            continue
+        match = _TIMES_LINE.match(line)
+        if match:
+            calls += 1
+            user += int(match.group(1)) * 60 + float(match.group(2))
+            system += int(match.group(3)) * 60 + float(match.group(4))
+        # anything else ("Command exited with non-zero status 1") belongs to the next line's process
+    return {"calls": calls, "user": round(user, 3), "sys": round(system, 3), "cpu": round(user + system, 3),
+            "elapsed": round(elapsed, 3)}
+
+
+def parse_recap(text: str) -> dict:
+    """``{host: {ok, changed, unreachable, failed, skipped, rescued, ignored}}`` from a PLAY RECAP."""
+    keys = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
+    out = {}
+    for line in text.splitlines():
+        match = _RECAP.match(line)
+        if match:
+            out[match.group(1)] = dict(zip(keys, (int(g) for g in match.groups()[1:])))
+    return out
+
+
+def write_inventory(path: pathlib.Path, roots: list[pathlib.Path], interpreter: pathlib.Path,
+                    extra_vars: dict | None = None) -> pathlib.Path:
+    """Inventory of one host per root, in group ``fleet``; connection and interpreter are the group's (not
+    ``all``'s, so the implicit localhost that writes the reports keeps the controller's own Python)."""
+    hosts = dict((host_name(i), {"rdma_audit_host_root": str(root)}) for i, root in enumerate(roots))
+    group_vars = {"ansible_connection": "local", "ansible_python_interpreter": str(interpreter)}
+    group_vars.update(extra_vars or {})
+    inventory = {"all": {"children": {"fleet": {"hosts": hosts, "vars": group_vars}}}}
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
+    return path
+
+
+# -- running ansible-playbook -----------------------------------------------------------------------------------------
+def ansible_env(workdir: pathlib.Path, config: pathlib.Path | None, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCAL_TEMP": str(workdir / "ansible-local"),
+        "ANSIBLE_REMOTE_TMP": str(workdir / "ansible-remote"),
+        "ANSIBLE_HOME": str(workdir / "ansible-home"),
+    })
+    env.pop("ANSIBLE_CONFIG", None)
+    if config is not None:
+        env["ANSIBLE_CONFIG"] = str(config)
+    else:  # Ansible's defaults: make sure no ./ansible.cfg is picked up
+        env["ANSIBLE_CONFIG"] = str(workdir / "empty-ansible.cfg")
+        (workdir / "empty-ansible.cfg").write_text("[defaults]\n", encoding="utf-8")
+    env.update(extra or {})
+    return env
+
+
+def run_playbook(name: str, argv: list[str], env: dict, log_dir: pathlib.Path, cpu_log: pathlib.Path,
+                 hosts: int) -> dict:
+    """Run one ansible-playbook; wall time, the CPU of its whole process tree, module CPU, the recap."""
+    if cpu_log.exists():
+        cpu_log.unlink()
+    cpu_log.touch()
+    log = log_dir / ("%s.log" % name)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        done = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, check=False, cwd=str(log_dir))
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return measurement(name, hosts, wall, total, parse_module_cpu(cpu_log.read_text(encoding="utf-8")),
+                       parse_recap(text), done.returncode, str(log))
+
+
+def measurement(name: str, hosts: int, wall: float, total_cpu: float, modules: dict, recap: dict, rc: int,
+                log: str = None) -> dict:
+    """One row: wall, total/module/controller CPU, per-host figures, module round trips per host."""
+    controller = max(total_cpu - modules["cpu"], 0.0)
+    return {
+        "name": name, "hosts": hosts, "rc": rc, "log": log,
+        "wall_s": round(wall, 3), "cpu_total_s": round(total_cpu, 3), "cpu_modules_s": modules["cpu"],
+        "cpu_controller_s": round(controller, 3), "module_calls": modules["calls"],
+        "module_wall_s": modules["elapsed"],
+        "controller_ms_per_host": round(1000.0 * controller / hosts, 1) if hosts else None,
+        "module_ms_per_call": round(1000.0 * modules["cpu"] / modules["calls"], 1) if modules["calls"] else None,
+        "module_calls_per_host": round(modules["calls"] / float(hosts), 2) if hosts else None,
+        "changed": sum(h["changed"] for h in recap.values()),
+        "failed": sum(h["failed"] + h["unreachable"] for h in recap.values()),
+        "recap_hosts": len(recap),
+    }
+
+
+def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], config: pathlib.Path | None,
+              forks: int | None) -> dict:
+    """One audit or baseline run on the first ``len(roots)`` hosts."""
+    count = len(roots)
+    run_dir = workdir / "runs" / ("%s-%d" % (kind, count))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    cpu_log = run_dir / "module-cpu.log"
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log)
+    inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter)
+    argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOKS[kind]),
+            "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false",
+            "-e", "rdma_audit_dir=%s" % (run_dir / "report"), "-e", "bl_report_dir=%s" % (run_dir / "report")]
+    if forks:
+        argv += ["--forks", str(forks)]
+    result = run_playbook(kind, argv, ansible_env(workdir, config), run_dir, cpu_log, count)
+    result["findings_per_host"] = findings_per_host(kind, run_dir / "report" / "report.json")
+    return result
+
+
+def findings_per_host(kind: str, report: pathlib.Path) -> float | None:
+    """Non-ok checks per host in the run's report (the audit and the baseline must find the same drift)."""
+    if not report.exists():
+        return None
+    data = json.loads(report.read_text(encoding="utf-8"))
+    if kind == "audit":
+        hosts = data["hosts"].values()
+        return sum(sum(v for k, v in h["counts"].items() if k != "ok") for h in hosts) / float(len(hosts) or 1)
+    return sum(len(v) for v in data.values()) / float(len(data) or 1)
+
+
+# -- converge of a provisioned node -----------------------------------------------------------------------------------
+CONVERGE_PLAYBOOK = BENCH / "fleet" / "converge.yml"
+GRUB_DEFAULTS = 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR=Debian\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
+# update-grub in miniature, for the chroot the collection runs it in: source the defaults as grub-mkconfig does and
+# write the kernel lines of the normal and the recovery entry (shell builtins only: the root has nothing but sh)
+FAKE_UPDATE_GRUB = r"""#!/bin/sh
+. /etc/default/grub
+for f in /etc/default/grub.d/*.cfg; do [ -e "$f" ] && . "$f"; done
+{
+  printf "menuentry 'Debian GNU/Linux' {\n\tlinux\t/boot/vmlinuz root=UUID=abcd ro %s %s\n}\n" \
+    "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"
+  printf "menuentry 'Debian GNU/Linux (recovery mode)' {\n\tlinux\t/boot/vmlinuz root=UUID=abcd ro single %s\n}\n" \
+    "$GRUB_CMDLINE_LINUX"
+} > /boot/grub/grub.cfg
+echo "Generating grub configuration file ... done"
+"""
+
+
+def install_boot_tools(root: pathlib.Path) -> None:
+    """``/bin/sh`` (this machine's, with the libraries it loads) and a stand-in ``update-grub`` inside ``root``:
+    kernel_cmdline runs update-grub through ``chroot <host_root>`` when the GRUB files changed."""
+    shell = os.path.realpath("/bin/sh")
+    ldd = subprocess.run(["ldd", shell], capture_output=True, text=True, check=True).stdout
+    libs = re.findall(r"(/\S+\.so[.\d]*)", ldd)
+    for source, target in [(shell, "/bin/sh")] + [(lib, lib) for lib in libs]:
+        dest = root / target.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(source), dest)
+    (root / "usr" / "sbin").mkdir(parents=True, exist_ok=True)
+    (root / "usr" / "sbin" / "update-grub").write_text(FAKE_UPDATE_GRUB, encoding="utf-8")
+    (root / "usr" / "sbin" / "update-grub").chmod(0o755)
+    (root / "boot" / "grub").mkdir(parents=True, exist_ok=True)
+
+
+def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | None, vfs: int) -> dict:
+    """Provision one FUSE-simulated node, then time the second (no-op) run of the same playbook."""
+    import hwsim  # pylint: disable=import-outside-toplevel
+
+    reason = hwsim.fuse_available()
+    if reason:
+        return {"name": "converge", "skipped": "FUSE unavailable: %s" % reason}
+    run_dir = workdir / "runs" / "converge"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    root = run_dir / "root"
+    # etc/ is a real directory inside the root: update-grub runs chrooted there (the simulator reads it too)
+    etc = root / "etc"
+    for sub in ("default/grub.d", "modprobe.d", "modules-load.d", "sysctl.d"):
+        (etc / sub).mkdir(parents=True)
+    (etc / "default" / "grub").write_text(GRUB_DEFAULTS, encoding="utf-8")
+    # the sysctl shim writes all/default to the real kernel too: a recorder stands in, this machine is never touched
+    recorder = run_dir / "real-sysctl"
+    recorder.write_text('#!/bin/sh\necho "$*" >> "%s"\n' % (run_dir / "real-sysctl.log"), encoding="utf-8")
+    recorder.chmod(0o755)
+    mnt = run_dir / "mnt"
+    mnt.mkdir()
+    cpu_log = run_dir / "module-cpu.log"
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log)
+    shim_log = run_dir / "shim-cpu.log"
+    shims = timed_shims(run_dir / "shims", shim_log)
+    env = ansible_env(workdir, config, {"PATH": "%s:%s" % (shims, os.environ.get("PATH", "")),
+                                        "HWSIM_ROOT": str(mnt), "HWSIM_REAL_SYSCTL": str(recorder)})
+    with hwsim.mounted(archetype, mnt, etc=etc) as mount:
+        for name in ("sys", "proc"):
+            os.symlink(str(mnt / name), str(root / name))
+        install_boot_tools(root)
+        pfs = sriov_pfs(root, vfs)
+        inventory = write_inventory(run_dir / "inventory.yml", [root], interpreter, {
+            "rdma_kernel_host_root": str(root),
+            "rdma_netns_host_root": str(root), "rdma_sysctl_host_root": str(root),
+            "sriov_host_root": str(root), "sriov_boot_unit": False, "sriov_pfs": pfs,
+        })
+        argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(CONVERGE_PLAYBOOK),
+                "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false"]
+        first = run_playbook("converge-first", argv, env, run_dir, cpu_log, 1)
+        sim_before = process_cpu(mount.pid)
+        shim_log.write_text("", encoding="utf-8")
+        second = run_playbook("converge-noop", argv, env, run_dir, cpu_log, 1)
+        # the simulator daemon (FUSE sysfs/procfs: the kernel's share of the work) is no child of ansible-playbook
+        second["cpu_simulator_s"] = round(process_cpu(mount.pid) - sim_before, 3)
+        # the command shims (Python stand-ins for ip, rdma, devlink ...) ran as children of the modules
+        shim = parse_module_cpu(shim_log.read_text(encoding="utf-8"))
+        second["cpu_shims_s"], second["shim_calls"] = shim["cpu"], shim["calls"]
+        second["cpu_modules_own_s"] = round(max(second["cpu_modules_s"] - shim["cpu"], 0.0), 3)
+    second["first_run"] = {k: first[k] for k in ("wall_s", "changed", "failed", "rc", "module_calls")}
+    second["sriov_pfs"] = len(pfs)
+    return second
+
+
+def timed_shims(directory: pathlib.Path, log: pathlib.Path) -> pathlib.Path:
+    """tests/hwsim/shims, each run under GNU time appending to ``log`` (their CPU is the simulation's, not ours)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    source = REPO / "tests" / "hwsim" / "shims"
+    for shim in sorted(source.iterdir()):
+        if not os.access(shim, os.X_OK) or not os.access(GNU_TIME, os.X_OK):
+            continue
+        wrapper = directory / shim.name
+        wrapper.write_text('#!/bin/sh\nexec %s -a -o "%s" -f "%%U %%S %%e" "%s" "$@"\n' % (GNU_TIME, log, shim),
+                           encoding="utf-8")
+        wrapper.chmod(0o755)
+    return directory if any(directory.iterdir()) else source
+
+
+def process_cpu(pid: int) -> float:
+    """user+sys seconds of a running process (and its waited-for children) from /proc/PID/stat."""
+    fields = pathlib.Path("/proc/%d/stat" % pid).read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def sriov_pfs(root: pathlib.Path, vfs: int) -> list[dict]:
+    """``sriov_pfs`` for every InfiniBand SR-IOV PF of the node (``vfs`` VFs each, capped at sriov_totalvfs)."""
+    out = []
+    for ibdev in sorted(os.listdir(root / "sys" / "class" / "infiniband")):
+        device = root / "sys" / "class" / "infiniband" / ibdev / "device"
+        total = device / "sriov_totalvfs"
+        layer = root / "sys" / "class" / "infiniband" / ibdev / "ports" / "1" / "link_layer"
+        if not total.exists() or layer.read_text(encoding="utf-8").strip() != "InfiniBand":
+            continue
+        count = min(vfs, int(total.read_text(encoding="utf-8")))
+        if count:
+            out.append({"rdma_device": ibdev, "num_vfs": count})
+    return out
+
+
+# -- rdma_facts alone -------------------------------------------------------------------------------------------------
+def facts_run(workdir: pathlib.Path, archetype: str, vfs: int, repeat: int, config: pathlib.Path | None) -> dict:
+    """rdma_facts on the archetype with ``vfs`` VFs per SR-IOV PF: in-process collection, and the module process
+    through ansible (one local host, the timed interpreter: the whole round trip)."""
+    import statistics  # pylint: disable=import-outside-toplevel
+
+    import bench_rdma_facts  # pylint: disable=import-outside-toplevel
+
+    run_dir = workdir / "runs" / "facts"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    tree = run_dir / "node"
+    made = bench_rdma_facts.render_with_vfs(archetype, vfs, str(tree))
+    in_process = bench_rdma_facts.timed(lambda: bench_rdma_facts.module_facts(str(tree)), repeat)
+    facts = bench_rdma_facts.module_facts(str(tree))
+    cpu_log = run_dir / "module-cpu.log"
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log)
+    inventory = write_inventory(run_dir / "inventory.yml", [tree], interpreter)
+    argv = [str(REPO / ".venv" / "bin" / "ansible"), "-i", str(inventory), "fleet", "-m", "rdma.k8s_node.rdma_facts",
+            "-a", "host_root=%s" % tree]
+    env = ansible_env(workdir, config)
+    rounds = []
+    for _run in range(max(3, repeat // 4)):
+        rounds.append(run_playbook("facts-adhoc", argv, env, run_dir, cpu_log, 1))
+    return {
+        "name": "facts", "archetype": archetype, "vfs": made["vfs"],
+        "rdma_devices": len(facts["devices"]), "gpus": len(facts["gpus"]),
+        "in_process_ms_median": round(statistics.median(in_process), 1),
+        "in_process_ms_min": round(min(in_process), 1),
+        "module_process_wall_ms_median": round(1000 * statistics.median(r["module_wall_s"] for r in rounds), 1),
+        "module_process_cpu_ms_median": round(1000 * statistics.median(r["cpu_modules_s"] for r in rounds), 1),
+        "adhoc_wall_s_median": round(statistics.median(r["wall_s"] for r in rounds), 3),
+        "rounds": rounds,
+    }
+
+
+# -- reporting --------------------------------------------------------------------------------------------------------
+def ratios(rows: list[dict]) -> None:
+    """Add each audit row's ratios against the baseline row of the same N (when there is one)."""
+    base = dict((r["hosts"], r) for r in rows if r["name"] == "baseline")
+    for row in rows:
+        ref = base.get(row["hosts"])
+        if row["name"] != "audit" or ref is None:
+            continue
+        row["vs_baseline"] = {
+            "controller_cpu_x": _ratio(ref["cpu_controller_s"], row["cpu_controller_s"]),
+            "total_cpu_x": _ratio(ref["cpu_total_s"], row["cpu_total_s"]),
+            "wall_x": _ratio(ref["wall_s"], row["wall_s"]),
+            "module_calls_x": _ratio(ref["module_calls"], row["module_calls"]),
+        }
+
+
+def _ratio(baseline: float, ours: float) -> float | None:
+    return round(baseline / ours, 1) if ours else None
+
+
+def table(rows: list[dict], baseline_max: int, sizes: list[int]) -> str:
+    """The fleet table (markdown)."""
+    lines = ["| run | N | wall s | CPU s (controller + modules) | controller ms/host | module calls/host | "
+             "module ms/call | non-ok checks/host | controller CPU vs baseline | wall vs baseline |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if row.get("skipped"):
+            continue
+        versus = row.get("vs_baseline") or {}
+        lines.append("| %s | %d | %.1f | %.1f (%.1f + %.1f) | %s | %s | %s | %s | %s | %s |" % (
+            row["name"] + ("" if row["rc"] == 0 else " (rc %d)" % row["rc"]), row["hosts"], row["wall_s"],
+            row["cpu_total_s"], row["cpu_controller_s"], row["cpu_modules_s"], row["controller_ms_per_host"],
+            row["module_calls_per_host"], row["module_ms_per_call"],
+            "%.0f" % row["findings_per_host"] if row.get("findings_per_host") is not None else "-",
+            "%s×" % versus["controller_cpu_x"] if versus else "-", "%s×" % versus["wall_x"] if versus else "-"))
+    capped = [n for n in sizes if n > baseline_max]
+    if capped:
+        lines.append("")
+        lines.append("Baseline capped at %d hosts (--baseline-max): not run for N = %s." % (
+            baseline_max, ", ".join(str(n) for n in capped)))
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    busy = []
+    for pattern in ("qemu-system", "molecule"):
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split()
+        found = [p for p in found if int(p) != os.getpid()]
+        if found:
+            busy.append("%s (%d processes)" % (pattern, len(found)))
+    return "%d cores, %s, Python %s, load average %.1f/%.1f/%.1f at the end%s" % (
+        os.cpu_count(), platform.platform(terse=True), platform.python_version(), load[0], load[1], load[2],
+        "; also running: " + ", ".join(busy) if busy else "; nothing else heavy running")
+
+
+def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-locals,too-many-branches
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--sizes", default="1,10,100,1000", help="comma-separated host counts")
+    parser.add_argument("--archetype", default="dgx-h100", help="hwsim archetype of every fleet host")
+    parser.add_argument("--baseline-max", type=int, default=100, help="largest N the baseline runs at")
+    parser.add_argument("--only", default="audit,baseline,converge,facts",
+                        help="which measurements (audit, baseline, converge, facts)")
+    parser.add_argument("--config", default=str(DEFAULT_CONFIG),
+                        help="ansible.cfg for every run; 'none' = Ansible's defaults")
+    parser.add_argument("--forks", type=int, help="override the config's forks")
+    parser.add_argument("--roots", choices=("assembled", "hardlink"), default="assembled")
+    parser.add_argument("--facts-archetype", default="dgx-h100")
+    parser.add_argument("--facts-vfs", type=int, default=8, help="VFs per SR-IOV PF for 'facts' (8 x 8 PFs = 64)")
+    parser.add_argument("--converge-vfs", type=int, default=8, help="VFs per IB PF the converge provisions")
+    parser.add_argument("--repeat", type=int, default=20, help="in-process repetitions for 'facts'")
+    parser.add_argument("--workdir", help="keep everything here (reused: the fleet is built once)")
+    parser.add_argument("--json", help="write the measurements here")
+    args = parser.parse_args(argv)
+
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
+    only = set(s.strip() for s in args.only.split(",") if s.strip())
+    unknown = only - {"audit", "baseline", "converge", "facts"}
+    if unknown:
+        parser.error("unknown measurements: %s" % ", ".join(sorted(unknown)))
+    config = None if args.config == "none" else pathlib.Path(args.config).resolve()
+    workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-fleet-")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rows = []
+    extra = {}
+    try:
+        if only & {"audit", "baseline"} and sizes:
+            start = time.perf_counter()
+            roots = build_fleet(workdir, args.archetype, max(sizes), args.roots)
+            extra["fleet_build_s"] = round(time.perf_counter() - start, 2)
+            print("fleet: %d %s hosts (%s roots) in %s, built in %.1f s" % (
+                max(sizes), args.archetype, args.roots, workdir, extra["fleet_build_s"]), flush=True)
+            for count in sizes:
+                for kind in ("baseline", "audit"):
+                    if kind not in only:
+                        continue
+                    if kind == "baseline" and count > args.baseline_max:
+                        print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max), flush=True)
+                        continue
+                    row = fleet_run(kind, workdir, roots[:count], config, args.forks)
+                    rows.append(row)
+                    print("%-10s N=%-5d wall %7.1f s  controller %7.1f s (%6.1f ms/host)  modules %7.1f s in %d calls"
+                          "%s" % (kind, count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
+                                  row["cpu_modules_s"], row["module_calls"],
+                                  "" if row["rc"] == 0 else "  rc=%d, see %s" % (row["rc"], row["log"])), flush=True)
+            ratios(rows)
+        if "converge" in only:
+            extra["converge"] = converge_run(workdir, args.archetype, config, args.converge_vfs)
+            conv = extra["converge"]
+            if conv.get("skipped"):
+                print("converge: skipped, %s" % conv["skipped"])
+            else:
+                print("converge (no-op second run): wall %.1f s, changed %d, failed %d; CPU: controller %.1f s, modules "
+                      "%.1f s in %d calls (%.1f s of it in %d simulator shim processes), simulator daemon %.1f s "
+                      "(first run: %.1f s, changed %d)" % (
+                          conv["wall_s"], conv["changed"], conv["failed"], conv["cpu_controller_s"],
+                          conv["cpu_modules_s"], conv["module_calls"], conv["cpu_shims_s"], conv["shim_calls"],
+                          conv["cpu_simulator_s"], conv["first_run"]["wall_s"], conv["first_run"]["changed"]),
+                      flush=True)
+        if "facts" in only:
+            extra["facts"] = facts_run(workdir, args.facts_archetype, args.facts_vfs, args.repeat, config)
+            facts = extra["facts"]
+            print("rdma_facts on %s with %d VFs (%d RDMA devices, %d GPUs): collection %.1f ms in-process (median), "
+                  "module process %.0f ms wall / %.0f ms CPU, ansible ad-hoc %.2f s" % (
+                      facts["archetype"], facts["vfs"], facts["rdma_devices"], facts["gpus"],
+                      facts["in_process_ms_median"], facts["module_process_wall_ms_median"],
+                      facts["module_process_cpu_ms_median"], facts["adhoc_wall_s_median"]), flush=True)
+        print()
+        if rows:
+            print(table(rows, args.baseline_max, sizes))
+        extra["machine"] = machine()
+        print("\n%s; config %s; started %s" % (extra["machine"], config or "Ansible defaults", started))
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps({
+                "started": started, "sizes": sizes, "archetype": args.archetype, "roots": args.roots,
+                "config": str(config) if config else None, "forks": args.forks, "baseline_max": args.baseline_max,
+                "rows": rows, **extra}, indent=2) + "\n", encoding="utf-8")
+    finally:
+        if not args.workdir:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(workdir)
+    return 0 if all(r["rc"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The fleet benchmark's own plumbing: inventory, host roots, the CPU logs it parses.  Fast; no timing asserted.
+
+    .venv/bin/python -m pytest -q tests/bench
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import bench_fleet as B  # noqa: E402  pylint: disable=wrong-import-position
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot  # noqa: E402
+from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather  # noqa: E402
+
+
+def test_fleet_roots_are_distinct_and_read_like_the_rendered_node(tmp_path):
+    roots = B.build_fleet(tmp_path, "roce-cx6dx", 3)
+    assert [r.name for r in roots] == ["node0000", "node0001", "node0002"]
+    assert len(set(map(str, roots))) == 3
+    # a second build reuses the hosts and adds only the missing ones
+    again = B.build_fleet(tmp_path, "roce-cx6dx", 4)
+    assert again[:3] == roots and (again[3] / "sys").is_dir()
+    reference = gather(HostRoot(str(tmp_path / "tree-roce-cx6dx")))
+    facts = gather(HostRoot(str(roots[1])))
+    assert facts["problems"] == []
+    assert [d["name"] for d in facts["devices"]] == [d["name"] for d in reference["devices"]] == ["mlx5_0", "mlx5_1"]
+    assert facts["gpu_nic_affinity"] == reference["gpu_nic_affinity"]
+
+
+def test_hardlink_roots(tmp_path):
+    roots = B.build_fleet(tmp_path, "roce-cx6dx", 2, roots="hardlink")
+    tree = tmp_path / "tree-roce-cx6dx"
+    probe = "sys/class/net/ens1f0np0/mtu"
+    assert os.stat(roots[0] / probe).st_ino == os.stat(tree / probe).st_ino  # same file, own directory entries
+    assert not os.path.islink(roots[0] / "sys")
+    with pytest.raises(ValueError):
+        B.build_fleet(tmp_path, "roce-cx6dx", 3, roots="overlay")
+
+
+def test_inventory_puts_connection_on_the_fleet_group_only(tmp_path):
+    roots = [tmp_path / "a", tmp_path / "b"]
+    path = B.write_inventory(tmp_path / "inv.yml", roots, tmp_path / "py", {"sriov_pfs": []})
+    inventory = yaml.safe_load(path.read_text())
+    assert "vars" not in inventory["all"]  # the implicit localhost (reports) keeps the controller's Python
+    fleet = inventory["all"]["children"]["fleet"]
+    assert fleet["hosts"] == {"node0000": {"rdma_audit_host_root": str(roots[0])},
+                              "node0001": {"rdma_audit_host_root": str(roots[1])}}
+    assert fleet["vars"] == {"ansible_connection": "local", "ansible_python_interpreter": str(tmp_path / "py"),
+                             "sriov_pfs": []}
+
+
+def test_timed_interpreter_logs_each_process(tmp_path):
+    log = tmp_path / "cpu.log"
+    log.touch()
+    wrapper = B.write_timed_interpreter(tmp_path / "python-timed", log)
+    for code in ("print(sum(range(10**6)))", "import sys; sys.exit(3)"):
+        done = subprocess.run([str(wrapper), "-c", code], capture_output=True, text=True, check=False)
+        assert done.returncode in (0, 3)
+    assert done.returncode == 3  # the module's exit status comes through
+    parsed = B.parse_module_cpu(log.read_text())
+    assert parsed["calls"] == 2
+    assert parsed["cpu"] >= 0.0 and parsed["elapsed"] > 0.0
+
+
+def test_parse_module_cpu_both_formats():
+    text = ("0.31 0.04 0.52\nCommand exited with non-zero status 1\n0.20 0.01 0.30\n"
+            "0m0.100s 0m0.020s\n garbage\n")
+    parsed = B.parse_module_cpu(text)
+    assert parsed == {"calls": 3, "user": 0.61, "sys": 0.07, "cpu": 0.68, "elapsed": 0.82}
+
+
+def test_parse_recap_and_measurement():
+    text = ("PLAY RECAP ****\n"
+            "node0000                   : ok=3    changed=0    unreachable=0    failed=0    skipped=2    rescued=0    ignored=0\n"
+            "node0001                   : ok=2    changed=1    unreachable=1    failed=0    skipped=0    rescued=0    ignored=4\n")
+    recap = B.parse_recap(text)
+    assert recap["node0001"] == {"ok": 2, "changed": 1, "unreachable": 1, "failed": 0, "skipped": 0, "rescued": 0,
+                                 "ignored": 4}
+    row = B.measurement("audit", 2, 10.0, 6.0, {"calls": 2, "cpu": 1.0, "elapsed": 1.5}, recap, 0)
+    assert (row["cpu_controller_s"], row["controller_ms_per_host"], row["module_calls_per_host"]) == (5.0, 2500.0, 1.0)
+    assert (row["changed"], row["failed"], row["module_ms_per_call"]) == (1, 1, 500.0)
+
+
+def test_ratios_and_table():
+    audit = B.measurement("audit", 10, 10.0, 6.0, {"calls": 10, "cpu": 4.0, "elapsed": 5.0}, {}, 0)
+    base = B.measurement("baseline", 10, 40.0, 60.0, {"calls": 290, "cpu": 40.0, "elapsed": 50.0}, {}, 0)
+    big = B.measurement("audit", 1000, 100.0, 600.0, {"calls": 1000, "cpu": 400.0, "elapsed": 500.0}, {}, 0)
+    rows = [base, audit, big]
+    B.ratios(rows)
+    assert audit["vs_baseline"] == {"controller_cpu_x": 10.0, "total_cpu_x": 10.0, "wall_x": 4.0,
+                                    "module_calls_x": 29.0}
+    assert "vs_baseline" not in big
+    text = B.table(rows, 100, [10, 1000])
+    assert "| audit | 10 |" in text and "10.0×" in text
+    assert "Baseline capped at 100 hosts (--baseline-max): not run for N = 1000." in text
+
+
+def test_sriov_pfs_of_a_rendered_node(tmp_path):
+    roots = B.build_fleet(tmp_path, "dgx-h100", 1)
+    pfs = B.sriov_pfs(roots[0], 8)
+    assert len(pfs) == 8 and all(pf["num_vfs"] == 8 for pf in pfs)  # the 8 InfiniBand rails, not the Ethernet cards
+    assert B.sriov_pfs(roots[0], 0) == []
