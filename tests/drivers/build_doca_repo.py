@@ -76,6 +76,14 @@ EOF
 """
 
 OPENIBD = r"""#!/bin/sh
+### BEGIN INIT INFO
+# Provides:          openibd
+# Required-Start:    $local_fs
+# Required-Stop:
+# Default-Start:     2 3 4 5
+# Default-Stop:      0 1 6
+# Description:       Activates/Deactivates InfiniBand Driver to start at boot time.
+### END INIT INFO
 # openibd of the rdma.k8s_node test packages: stops and starts the RDMA stack through modprobe (in the test
 # containers the node simulator's), as the real openibd does for the modules /etc/infiniband/openib.conf enables.
 CONF=/etc/infiniband/openib.conf
