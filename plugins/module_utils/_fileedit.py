@@ -75,6 +75,7 @@ class FilePlan:
 
     def __init__(self, observed, kind, content, mode, uid, gid):
         self.observed = observed
+        self.created_dirs = []
         self.kind = kind
         self.content = content
         self.mode = mode
@@ -310,7 +311,22 @@ class FileTransaction:
         local = self._local(plan)
         directory = os.path.dirname(local)
         if not os.path.isdir(directory):
+            missing = []
+            probe = directory
+            while probe and not os.path.isdir(probe):
+                missing.append(probe)
+                probe = os.path.dirname(probe)
             os.makedirs(directory, 0o755)
+            plan.created_dirs = missing  # deepest first: what a rollback or revert removes again
+        try:
+            return self._apply_locked(plan, local, directory)
+        except BaseException:
+            if not any(entry[0] is plan for entry in self._undo):
+                _remove_created_dirs(plan)
+            raise
+
+    def _apply_locked(self, plan, local, directory):
+        """The part of :meth:`apply` that runs under the directory lock."""
         with DirectoryLock(directory, self.lock_timeout):
             now = observe_file(self.host, plan.path)
             if not _same_state(now, plan.observed):
@@ -364,26 +380,33 @@ class FileTransaction:
         while self._undo:
             plan, local, saved = self._undo.pop()
             try:
-                with DirectoryLock(os.path.dirname(local), self.lock_timeout):
-                    now = observe_file(self.host, plan.path)
-                    if _same_state(now, plan.observed):
-                        # the step that failed had not replaced the file: nothing to undo
-                        if saved and os.path.exists(saved):
-                            os.unlink(saved)
-                        continue
-                    partial_attrs = plan.kind == FilePlan.ATTRS and now.exists and now.content == plan.observed.content
-                    if not (_holds_result(now, plan) or partial_attrs):
-                        unrestored.append(plan.path)
-                        continue
-                    if saved:
-                        _put_back(saved, local, plan.observed)
-                    elif os.path.lexists(local):
-                        os.unlink(local)
-                restored.append(plan.path)
-            except (IOError, OSError, HostReadError):
-                unrestored.append(plan.path)
+                self._undo_one(plan, local, saved, restored, unrestored)
+            finally:
+                _remove_created_dirs(plan)
         self.backups = {}
         return restored, unrestored
+
+    def _undo_one(self, plan, local, saved, restored, unrestored):
+        """Rollback of one applied plan (see :meth:`rollback`): appends its path to ``restored`` or ``unrestored``."""
+        try:
+            with DirectoryLock(os.path.dirname(local), self.lock_timeout):
+                now = observe_file(self.host, plan.path)
+                if _same_state(now, plan.observed):
+                    # the step that failed had not replaced the file: nothing to undo
+                    if saved and os.path.exists(saved):
+                        os.unlink(saved)
+                    return
+                partial_attrs = plan.kind == FilePlan.ATTRS and now.exists and now.content == plan.observed.content
+                if not (_holds_result(now, plan) or partial_attrs):
+                    unrestored.append(plan.path)
+                    return
+                if saved:
+                    _put_back(saved, local, plan.observed)
+                elif os.path.lexists(local):
+                    os.unlink(local)
+            restored.append(plan.path)
+        except (IOError, OSError, HostReadError):
+            unrestored.append(plan.path)
 
     def commit(self):
         """Forget the undo log; drop backup copies that the caller did not ask to keep."""
@@ -392,6 +415,16 @@ class FileTransaction:
                 if saved and os.path.exists(saved):
                     os.unlink(saved)
         self._undo = []
+
+
+def _remove_created_dirs(plan):
+    """Remove the directories applying ``plan`` created, deepest first, as long as they are empty."""
+    for directory in getattr(plan, "created_dirs", None) or []:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            break  # not empty (another file arrived) or already gone: keep it and its parents
+    plan.created_dirs = []
 
 
 def _describe(exc):
@@ -424,4 +457,7 @@ def revert(host, plans, cause=None):
     except ApplyError as exc:
         raise ApplyError("%sputting the previous files back FAILED: %s" % ("%s; " % cause if cause else "", exc.msg),
                          dict(exc.details, cause=cause)) from exc
+    for plan in plans:
+        if plan.changed and not plan.observed.exists:
+            _remove_created_dirs(plan)
     return [p.path for p in undo if p.changed]

@@ -56,11 +56,12 @@ def option_values(text, module, param):
 
 def config_files(listing):
     """kmod's reading order from ``{directory: [file names]}``: names deduplicated (earlier directory wins),
-    ``*.conf`` only, sorted by name.  Returns ``[(directory, name)]``."""
+    ``*.conf`` only, hidden files skipped (libkmod ``conf_files_filter_out()``), sorted by name.
+    Returns ``[(directory, name)]``."""
     chosen = {}
     for directory in CONFIG_DIRS:
         for name in listing.get(directory, []):
-            if name.endswith(".conf") and name not in chosen:
+            if name.endswith(".conf") and not name.startswith(".") and name not in chosen:
                 chosen[name] = directory
     return [(chosen[name], name) for name in sorted(chosen)]
 

@@ -551,6 +551,13 @@ def run_ib_vf_guids(module):
                               port_guid=_guid.format_guid(step["guid"]), via=via, reason=step["reason"]))
         if vf_by_index.get(step["vf"], {}).get("driver"):
             result.add(action("rebind", vf_by_index[step["vf"]]["pci_address"], driver=vf_by_index[step["vf"]]["driver"]))
+    # a VF left without its driver (an interrupted re-bind) gets no GUID and no RDMA device: bind it again, as the
+    # kernel's autoprobe would have, so that a re-run repairs what a failed run left
+    pf_driver = host.link_name(pf["path"] + "/driver")
+    autoprobe = host.read_attr(pf["path"] + "/sriov_drivers_autoprobe", default="1") != "0"
+    unbound = [vf for vf in state["vfs"] if not vf["driver"]] if autoprobe and pf_driver else []
+    for vf in unbound:
+        result.add(action("bind", vf["pci_address"], driver=pf_driver, reason="VF %d has no driver" % vf["index"]))
     pool_plan = None
     if params["export_pool_file"]:
         existing = observe_file(host, params["pool_file"])
@@ -590,6 +597,12 @@ def run_ib_vf_guids(module):
                 except OSError as exc:
                     raise ApplyError("re-binding VF %d (%s) failed: %s" % (index, vf["pci_address"], describe_oserror(exc)),
                                      {"errno": exc.errno}) from exc
+        for vf in unbound:
+            try:
+                write_with_timeout(host, "/sys/bus/pci/drivers/%s/bind" % pf_driver, vf["pci_address"], timeout)
+            except OSError as exc:
+                what = "binding VF %d (%s) to %s" % (vf["index"], vf["pci_address"], pf_driver)
+                raise ApplyError("%s failed: %s" % (what, describe_oserror(exc)), {"errno": exc.errno}) from exc
         if state["vfs"]:
             wait_for_vfs(host, pf, count, timeout)
     except ApplyError as exc:

@@ -417,46 +417,81 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
 
+    restarting = needs_restart and params["restart"]
     saved_states = []
-    if needs_restart and params["restart"]:
-        node.systemctl("stop", "kubelet")
-        for path in stale_states:
-            local = host.path(path)
-            if os.path.exists(local):
-                shutil.move(local, local + ".rdma-k8s-node-rollback")
-                saved_states.append(path)
-                result.extra["removed_state_files"].append(path)
+    if restarting:
+        rc, dummy_out, err = node.systemctl("stop", "kubelet")
+        if rc != 0:
+            raise ApplyError("systemctl stop kubelet failed (rc=%s): %s; nothing was changed" % (rc, err.strip()),
+                             {"rc": rc, "stderr": err}, result.as_dict())
+        try:
+            for path in stale_states:
+                local = host.path(path)
+                if os.path.exists(local):
+                    shutil.move(local, local + ROLLBACK_SUFFIX)
+                    saved_states.append(path)
+                    result.extra["removed_state_files"].append(path)
+        except (IOError, OSError) as exc:
+            raise ApplyError("moving %s aside failed (%s); %s" % (
+                path, exc.strerror or exc, _undo_states(node, host, saved_states, "nothing was changed")),  # pylint: disable=undefined-loop-variable
+                {"errno": exc.errno}, result.as_dict()) from exc
     try:
         backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
     except ApplyError as exc:
-        _restore_states(host, saved_states)
-        if saved_states or (needs_restart and params["restart"]):
-            node.systemctl("start", "kubelet")
-        raise ApplyError(exc.msg + "; the state files were put back and the kubelet started again", exc.details,
-                         result.as_dict()) from exc
+        outcome = _undo_states(node, host, saved_states, "no state file had been moved") if restarting else \
+            "the kubelet was not touched"
+        raise ApplyError("%s; %s" % (exc.msg, outcome), exc.details, result.as_dict()) from exc
     if backups:
         result.extra["backup_files"] = backups
-    if needs_restart and params["restart"]:
+    if restarting:
         node.systemctl("restart", "kubelet")
         ok, why = node.healthy(params["restart_timeout"], params["healthz_url"])
         if not ok:
-            restored = revert(host, plans)
-            _restore_states(host, saved_states)
+            problem = "the kubelet did not become healthy after the change (%s)" % why
+            try:
+                restored = revert(host, plans)
+                files = "the files were restored"
+            except ApplyError as exc:
+                restored, files = [], exc.msg
+            state_failures = _restore_states(host, saved_states)
             node.systemctl("restart", "kubelet")
             back, dummy_why = node.healthy(params["restart_timeout"], params["healthz_url"])
-            raise ApplyError("the kubelet did not become healthy after the change (%s); the files%s were restored and the "
-                             "kubelet restarted again (%s)"
-                             % (why, " and state files" if saved_states else "", "healthy" if back else "STILL NOT healthy"),
-                             {"restored": restored + saved_states, "healthy_after_rollback": back}, result.as_dict())
+            raise ApplyError("%s; %s%s and the kubelet restarted again (%s)" % (
+                problem, files, "; state files NOT restored: %s" % ", ".join(state_failures) if state_failures
+                else (", the state files put back" if saved_states else ""), "healthy" if back else "STILL NOT healthy"),
+                {"restored": restored + [p for p in saved_states if p not in state_failures],
+                 "healthy_after_rollback": back}, result.as_dict())
         for path in saved_states:
-            os.unlink(host.path(path) + ".rdma-k8s-node-rollback")
+            try:
+                os.unlink(host.path(path) + ROLLBACK_SUFFIX)
+            except OSError as exc:
+                module.warn("could not remove the saved copy %s%s: %s" % (path, ROLLBACK_SUFFIX, exc.strerror or exc))
     return result.as_dict(with_diff=module._diff)
 
 
+ROLLBACK_SUFFIX = ".rdma-k8s-node-rollback"
+
+
 def _restore_states(host, saved):
+    """Put moved-aside state files back; returns the ones that could not be."""
+    failed = []
     for path in saved:
         local = host.path(path)
-        os.replace(local + ".rdma-k8s-node-rollback", local)
+        try:
+            os.replace(local + ROLLBACK_SUFFIX, local)
+        except OSError:
+            failed.append(path)
+    return failed
+
+
+def _undo_states(node, host, saved, nothing):
+    """After a failure with the kubelet stopped: state files back, kubelet started; a sentence saying so."""
+    failed = _restore_states(host, saved)
+    rc, dummy_out, err = node.systemctl("start", "kubelet")
+    started = "the kubelet was started again" if rc == 0 else "starting the kubelet again FAILED: %s" % err.strip()
+    if failed:
+        return "state files NOT restored: %s (they are at <path>%s); %s" % (", ".join(failed), ROLLBACK_SUFFIX, started)
+    return "%s; %s" % ("the state files were put back" if saved else nothing, started)
 
 
 def main():

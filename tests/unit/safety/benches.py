@@ -41,23 +41,23 @@ class WritePath:
     def __repr__(self):
         return self.label
 
-    def inject(self, bench, kind, phase, persistent=False):
-        """Arm the fault; returns a callable telling how many times it fired."""
+    def inject(self, bench, kind, phase, skip=0, persistent=False):
+        """Arm the fault (``skip`` matching operations pass first); returns a callable telling whether it fired."""
         count = None if persistent else 1
         if self.layer == "file":
             fault = bench.file_faults.add(FileFault(bench.root / self.target.lstrip("/"), phase,
-                                                    "hang" if kind == "hang" else "errno", kind, count=count,
-                                                    seconds=0.2))
+                                                    "hang" if kind == "hang" else "errno", kind, skip=skip,
+                                                    count=count, seconds=0.2))
             return lambda: fault.hits
         if self.layer == "command":
-            fault = CommandFault(self.target, "hang" if kind == "hang" else "errno", kind, skip=phase, count=count,
-                                 seconds=0.2)
+            fault = CommandFault(self.target, "hang" if kind == "hang" else "errno", kind, skip=phase + skip,
+                                 count=count, seconds=0.2)
             bench.tools.faults.append(fault)
             return lambda: fault.hits
         if self.layer == "service":
             fired = []
 
-            def fails(root):
+            def fails(root):  # pylint: disable=unused-argument
                 if bench.changed_on_disk():
                     fired.append(1)
                     return True
@@ -67,21 +67,25 @@ class WritePath:
             return lambda: len(fired)
         if self.layer == "reload":
             bench.systemd.fail_reload = True
-            return lambda: 1
-        # simulator: sysfs attribute or rtnetlink pseudo path; ``phase`` writes pass first
-        if phase:
+            start = len(bench.systemd.log)
+            return lambda: len([w for w in bench.systemd.log[start:] if w == ["daemon-reload"]])
+        # simulator: a sysfs attribute or an rtnetlink pseudo path; the first ``phase + skip`` writes pass
+        passes = phase + skip
+        if passes:
             bench.call({"cmd": "fault_add", "path": self.target, "op": "write", "action": "delay", "seconds": 1e-6,
-                        "count": phase})
+                        "count": passes})
         fault = {"cmd": "fault_add", "path": self.target, "op": "write"}
         if kind == "hang":
             fault.update(action="hang", seconds=bench.hang_seconds)
         else:
             fault.update(action="errno", errno=kind)
-        if not persistent:
-            fault["count"] = 1
+        fault["count"] = 10 ** 6 if persistent else 1
         ident = bench.call(fault)["id"]
-        return lambda: 0 if any(f["id"] == ident for f in bench.call({"cmd": "dump"})["faults"]) and not persistent \
-            else 1
+
+        def fired():
+            left = [f["count"] for f in bench.call({"cmd": "dump"})["faults"] if f["id"] == ident]
+            return (10 ** 6 if persistent else 1) - (left[0] if left else 0)
+        return fired
 
 
 # -- kernel_cmdline ------------------------------------------------------------------------------------------------------
@@ -110,6 +114,7 @@ class GrubBench(Bench):
 
     def __init__(self, tmp_path, monkeypatch, mode="grub_dropin"):
         super().__init__(tmp_path, monkeypatch)
+        self.options = {"mode": mode}
         self.mode = mode
         root = self.root
         base_tree(root)
@@ -131,10 +136,11 @@ class GrubBench(Bench):
         return self.args(present=["iommu=pt", "intel_iommu=on", "ib_core.netns_mode=0"], absent=["quiet"],
                          bootloader=self.mode)
 
-    def write_paths(self):
-        target = self.dropin if self.mode == "grub_dropin" else "/etc/default/grub"
-        return [WritePath("%s:%s" % (self.mode, target), "file", target, ("create", "write", "replace", "backup")),
-                WritePath("%s:update-grub" % self.mode, "command", "update-grub")]
+    @classmethod
+    def paths(cls, mode="grub_dropin"):
+        target = cls.dropin if mode == "grub_dropin" else "/etc/default/grub"
+        return [WritePath(target, "file", target, ("write", "create", "replace", "backup")),
+                WritePath("update-grub", "command", "update-grub")]
 
 
 # -- simulated-node modules -----------------------------------------------------------------------------------------------
@@ -149,6 +155,9 @@ class SysctlBench(SimNodeBench):
     def __init__(self, tmp_path, monkeypatch):
         super().__init__(tmp_path, monkeypatch)
         self.file_faults = FileFaults(monkeypatch)
+        self.baseline_run()
+
+    def baseline_run(self):
         self.run(self.args(settings={"net.ipv4.conf.all.arp_announce": 1}))
 
     def request(self):
@@ -156,8 +165,9 @@ class SysctlBench(SimNodeBench):
                                    "net.ipv4.conf.%s.arp_ignore" % IB_NETDEV: 2,
                                    "net.ipv4.conf.%s.rp_filter" % IB_NETDEV: 0})
 
-    def write_paths(self):
-        return [WritePath("sysctl.d file", "file", self.conf, ("create", "write", "replace", "backup")),
+    @classmethod
+    def paths(cls):
+        return [WritePath(cls.conf, "file", cls.conf, ("write", "create", "replace", "backup")),
                 WritePath("live all.rp_filter", "sysfs", "proc/sys/net/ipv4/conf/all/rp_filter",
                           says="net.ipv4.conf.all.rp_filter"),
                 WritePath("live %s.arp_ignore" % IB_NETDEV, "sysfs", "proc/sys/net/ipv4/conf/%s/arp_ignore" % IB_NETDEV,
@@ -179,8 +189,9 @@ class NetnsBench(SimNodeBench):
     def request(self):
         return self.args(mode="exclusive", initramfs="always")
 
-    def write_paths(self):
-        return [WritePath("modprobe.d file", "file", self.conf, ("create", "write", "replace")),
+    @classmethod
+    def paths(cls):
+        return [WritePath(cls.conf, "file", cls.conf, ("write", "create", "replace")),
                 WritePath("update-initramfs", "command", "update-initramfs")]
 
 
@@ -189,25 +200,25 @@ class SriovBench(SimNodeBench):
 
     main = staticmethod(sriov_vfs.main)
     name = "sriov_vfs"
-    hang_seconds = 2.5
+    hang_seconds = 1.5
 
     def __init__(self, tmp_path, monkeypatch, spec=None):
         super().__init__(tmp_path, monkeypatch, spec)
-        self.baseline()
+        self.baseline_run()
 
-    def baseline(self):
-        self.run(self.args(netdev=IB_NETDEV, num_vfs=2, vf_defaults={"link_state": "auto"}), diff=False)
+    def baseline_run(self):
+        self.run_main(sriov_vfs.main, self.args(netdev=IB_NETDEV, num_vfs=2, vf_defaults={"link_state": "auto"}))
         self.run_guids(scheme="list", guids=["02:00:00:00:00:00:00:01", "02:00:00:00:00:00:00:02"])
 
     def run_guids(self, **args):
-        from unit.plugins.modules.harness import run_module  # pylint: disable=import-outside-toplevel
-        return run_module(self.monkeypatch, ib_vf_guids.main, self.args(netdev=IB_NETDEV, **args))
+        return self.run_main(ib_vf_guids.main, self.args(netdev=IB_NETDEV, **args))
 
     def request(self):
         return self.args(netdev=IB_NETDEV, num_vfs=4, allow_vf_reset=True, vf_defaults={"link_state": "auto"},
                          timeout=1)
 
-    def write_paths(self):
+    @classmethod
+    def paths(cls):
         numvfs = "sys/bus/pci/devices/%s/sriov_numvfs" % IB_PF
         return [WritePath("sriov_numvfs (0)", "sysfs", numvfs, (0,), says="sriov_numvfs"),
                 WritePath("sriov_numvfs (4)", "sysfs", numvfs, (1,), says="sriov_numvfs"),
@@ -221,13 +232,15 @@ class GuidBench(SriovBench):
     name = "ib_vf_guids"
     pool = "/etc/sriov-operator/infiniband/guids"
 
-    def __init__(self, tmp_path, monkeypatch, spec=None):
-        self.inbox = spec is not None
-        super().__init__(tmp_path, monkeypatch, spec)
+    def __init__(self, tmp_path, monkeypatch, inbox=False):
+        self.inbox = inbox
+        super().__init__(tmp_path, monkeypatch, sim_spec_inbox(tmp_path) if inbox else None)
+        self.options = {"inbox": inbox}
         self.file_faults = FileFaults(monkeypatch)
 
-    def baseline(self):
+    def baseline_run(self):
         from unit.plugins.modules.harness import run_module  # pylint: disable=import-outside-toplevel
+        self.activate()
         run_module(self.monkeypatch, sriov_vfs.main,
                    self.args(netdev=IB_NETDEV, num_vfs=3, vf_defaults={"link_state": "auto"}))
         self.run_guids(scheme="list", guids=["02:00:00:00:00:00:00:0%d" % i for i in (1, 2, 3)])
@@ -235,18 +248,17 @@ class GuidBench(SriovBench):
     def request(self):
         return self.args(netdev=IB_NETDEV, timeout=1, export_pool_file=True)
 
-    def write_paths(self):
-        paths = []
-        if self.inbox:
-            paths.append(WritePath("ip link set vf 1 guid", "sysfs", "rtnl/%s/vf/1" % IB_NETDEV, (0, 1), says="vf 1"))
-        else:
-            base = "sys/bus/pci/devices/%s/sriov/1/" % IB_PF
-            paths += [WritePath("ofed sriov/1/node", "sysfs", base + "node", says="sriov/1/node"),
-                      WritePath("ofed sriov/1/port", "sysfs", base + "port", says="sriov/1/port")]
-        paths += [WritePath("unbind", "sysfs", "sys/bus/pci/drivers/mlx5_core/unbind", (0, 1), says="VF"),
-                  WritePath("bind", "sysfs", "sys/bus/pci/drivers/mlx5_core/bind", (0, 2), says="VF"),
-                  WritePath("pool file", "file", self.pool, ("create", "write", "replace"))]
-        return paths
+    @classmethod
+    def paths(cls, inbox=False):
+        if inbox:
+            # the netlink path; re-binding and the pool file are the same code as with OFED (covered there)
+            return [WritePath("ip link set vf 1 guid", "sysfs", "rtnl/%s/vf/1" % IB_NETDEV, (0, 1), says="vf 1")]
+        base = "sys/bus/pci/devices/%s/sriov/1/" % IB_PF
+        return [WritePath("ofed sriov/1/node", "sysfs", base + "node", says="sriov/1/node"),
+                WritePath("ofed sriov/1/port", "sysfs", base + "port", says="sriov/1/port"),
+                WritePath("unbind", "sysfs", "sys/bus/pci/drivers/mlx5_core/unbind", (0, 1), says="VF"),
+                WritePath("bind", "sysfs", "sys/bus/pci/drivers/mlx5_core/bind", (0, 2), says="VF"),
+                WritePath(cls.pool, "file", cls.pool, ("write", "create", "replace"))]
 
 
 class FactsBench(SimNodeBench):
@@ -307,10 +319,11 @@ class ContainerdBench(Bench):
         out["services"] = {"containerd": self.systemd.services["containerd"]["state"]}
         return out
 
-    def write_paths(self):
-        return [WritePath("unit drop-in", "file", self.dropin, ("create", "write", "replace")),
-                WritePath("base runtime spec", "file", self.spec_file, ("create", "write", "replace")),
-                WritePath("config.toml", "file", self.config, ("create", "write", "replace", "backup")),
+    @classmethod
+    def paths(cls):
+        return [WritePath(cls.dropin, "file", cls.dropin, ("write", "create", "replace")),
+                WritePath(cls.spec_file, "file", cls.spec_file, ("write", "create", "replace")),
+                WritePath(cls.config, "file", cls.config, ("write", "create", "replace", "backup")),
                 WritePath("daemon-reload", "reload", "daemon-reload", kinds=("EACCES",), says="daemon-reload"),
                 WritePath("containerd start", "service", "containerd", kinds=("EIO",), says="containerd")]
 
@@ -338,6 +351,7 @@ class KubeletBench(Bench):
 
     def __init__(self, tmp_path, monkeypatch, version="v1.29.6", dropin=False):
         super().__init__(tmp_path, monkeypatch)
+        self.options = {"dropin": dropin}
         root = self.root
         base_tree(root)
         self.dropin = dropin
@@ -363,8 +377,12 @@ class KubeletBench(Bench):
         self.file_faults = FileFaults(monkeypatch)
         self.original = self.observe()["tree"]
 
+    @classmethod
+    def target_of(cls, dropin):
+        return cls.dropin_dir + "/50-rdma-k8s-node-topology.conf" if dropin else cls.config
+
     def target(self):
-        return self.dropin_dir + "/50-rdma-k8s-node-topology.conf" if self.dropin else self.config
+        return self.target_of(self.dropin)
 
     def changed_on_disk(self):
         path = self.target().lstrip("/")
@@ -384,23 +402,54 @@ class KubeletBench(Bench):
         out["services"] = {"kubelet": self.systemd.services["kubelet"]["state"]}
         return out
 
-    def write_paths(self):
-        return [WritePath("kubelet config", "file", self.target(), ("create", "write", "replace") if self.dropin
-                          else ("create", "write", "replace", "backup")),
-                WritePath("cpu_manager_state move", "file", self.state_file, ("move",)),
+    @classmethod
+    def paths(cls, dropin=False, version=None):  # pylint: disable=unused-argument
+        return [WritePath(cls.target_of(dropin), "file", cls.target_of(dropin), ("write", "create", "replace") if dropin
+                          else ("write", "create", "replace", "backup")),
+                WritePath(cls.state_file, "file", cls.state_file, ("move",)),
                 WritePath("kubelet start", "service", "kubelet", kinds=("EIO",), says="kubelet")]
 
     def close(self):
         self.health.close()
 
 
-def sim_spec_inbox(tmp_path):
-    """dgx-h100 with inbox drivers (no OFED): VF GUIDs go through netlink."""
+def safety_spec(tmp_path, inbox=False):
+    """The dgx-h100 archetype cut to its first two PCIe trees - the first InfiniBand rail (ibp24s0, mlx5_0, 16 VFs) with
+    its GPU, and the dual-port Ethernet storage card (enp41s0f0np0/enp41s0f1np1, SR-IOV off) - so that every change
+    of the simulated tree rebuilds a fifth of the nodes; ``inbox`` drops OFED (VF GUIDs then go through netlink)."""
     import yaml  # pylint: disable=import-outside-toplevel
 
     import hwsim  # pylint: disable=import-outside-toplevel
     spec = yaml.safe_load(pathlib.Path(hwsim.load("dgx-h100").path).read_text())
-    del spec["ofed"]
-    path = pathlib.Path(tmp_path) / "dgx-inbox.yaml"
+    spec["pci"] = [tree for tree in spec["pci"] if tree.get("host_bridge") in ("0000:15", "0000:26")]
+    spec.pop("source", None)
+    if inbox:
+        del spec["ofed"]
+    spec["name"] = "safety-dgx%s" % ("-inbox" if inbox else "")
+    path = pathlib.Path(tmp_path) / ("%s.yaml" % spec["name"])
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+def sim_spec_inbox(tmp_path):
+    return safety_spec(tmp_path, inbox=True)
+
+
+#: every bench of the fault campaign: name -> (class, options)
+BENCHES = {
+    "kernel_cmdline:grub_dropin": (GrubBench, {"mode": "grub_dropin"}),
+    "kernel_cmdline:grub_default": (GrubBench, {"mode": "grub_default"}),
+    "sysctl_dropin": (SysctlBench, {}),
+    "rdma_netns": (NetnsBench, {}),
+    "sriov_vfs": (SriovBench, {}),
+    "ib_vf_guids:ofed": (GuidBench, {}),
+    "ib_vf_guids:inbox": (GuidBench, {"inbox": True}),
+    "containerd_rdma": (ContainerdBench, {}),
+    "kubelet_topology:config": (KubeletBench, {}),
+    "kubelet_topology:dropin": (KubeletBench, {"version": "v1.31.2", "dropin": True}),
+}
+
+
+def bench_paths(name):
+    cls, options = BENCHES[name]
+    return cls.paths(**options)

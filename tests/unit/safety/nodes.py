@@ -19,12 +19,14 @@ What a run did is observable three ways, which together are the "write log":
 import contextlib
 import errno
 import http.server
+import io
 import json
 import os
 import pathlib
 import shutil
 import socketserver
 import stat
+import sys
 import threading
 import time
 import tomllib
@@ -33,10 +35,11 @@ from ansible.module_utils import basic
 
 import hwsim
 
-from unit.plugins.modules.harness import ModuleExit, run_module
+from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module
 from unit.plugins.modules.simnode import SHIMS
 
 PROBE_COUNT = 10 ** 9
+SHIMS_DIR = str(SHIMS)
 #: commands that only read
 READ_ONLY = {"containerd", "ctr", "kubelet", "sh", "journalctl", "lsinitramfs", "lsinitrd", "ofed_info", "nvidia-smi"}
 SYSTEMCTL_READS = ("show", "is-active", "status", "cat", "is-enabled", "is-failed")
@@ -102,6 +105,36 @@ def snapshot(root, skip=("proc", "sys", "dev", "run")):
     return out
 
 
+def restore_tree(root, snap, skip=("proc", "sys", "dev", "run")):
+    """Make the node tree match a :func:`snapshot` again (remove extras, rewrite what differs)."""
+    root = pathlib.Path(root)
+    now = snapshot(root, skip)
+    for rel in sorted(set(now) - set(snap), key=lambda r: -r.count("/")):
+        path = root / rel
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            path.unlink()
+    for rel in sorted(snap, key=lambda r: r.count("/")):
+        kind, mode, uid, gid, data = snap[rel]
+        if now.get(rel) == snap[rel]:
+            continue
+        path = root / rel
+        if kind == "dir":
+            path.mkdir(parents=True, exist_ok=True)
+        elif kind == "link":
+            if os.path.lexists(path):
+                path.unlink()
+            os.symlink(data, path)
+            continue
+        else:
+            if path.is_symlink():
+                path.unlink()
+            path.write_bytes(data)
+        os.chmod(path, mode)
+        os.lchown(path, uid, gid)
+
+
 def tree_diff(before, after):
     """Human list of what differs between two snapshots (empty when byte-identical)."""
     lines = []
@@ -154,10 +187,69 @@ class CommandFault:
         return 1, "", "%s: error: %s (%s)\n" % (self.name, os.strerror(code), self.errno_name)
 
 
+_ACTIVE = {"tools": None}
+_SHIMS_REAL = os.path.realpath(str(SHIMS))
+_SHIM_CODE = {}
+
+
+class _Passthrough(Exception):
+    """A shim wanted to exec the real tool: run it as a process instead."""
+
+
+def run_shim_in_process(path, argv):
+    """Run a hwsim shim's own code in this process (it talks to the simulator through the same control file), which
+    spares an interpreter start per ``ip``/``sysctl``/``rdma`` call; ``(rc, stdout, stderr)``, or None when the shim
+    hands over to the real tool (``os.execv``)."""
+    code = _SHIM_CODE.get(path)
+    if code is None:
+        with open(path, encoding="utf-8") as handle:
+            code = _SHIM_CODE[path] = compile(handle.read(), path, "exec")
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv, saved_execv = sys.argv, os.execv
+
+    def execv(*dummy):
+        raise _Passthrough()
+
+    sys.argv = [path] + list(argv[1:])
+    os.execv = execv
+    rc = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                exec(code, {"__name__": "__main__", "__file__": path})  # pylint: disable=exec-used
+            except SystemExit as exc:
+                if isinstance(exc.code, int):
+                    rc = exc.code
+                elif exc.code is not None:
+                    print(exc.code, file=sys.stderr)
+                    rc = 1
+    except _Passthrough:
+        return None
+    finally:
+        sys.argv, os.execv = saved_argv, saved_execv
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _install_dispatch(monkeypatch):
+    """Patch AnsibleModule.run_command once per process scope; it hands every call to the active bench's tools."""
+    if getattr(basic.AnsibleModule.run_command, "safety_dispatch", False):
+        return
+    real = basic.AnsibleModule.run_command
+
+    def run_command(module, args, *pos, **kwargs):
+        tools = _ACTIVE["tools"]
+        if tools is None:
+            return real(module, args, *pos, **kwargs)
+        return tools.dispatch(real, module, args, pos, kwargs)
+
+    run_command.safety_dispatch = True
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+
+
 class FakeTools:
-    """Intercepts AnsibleModule.run_command: records every argv, flags string commands and shells, runs the
-    stand-ins registered in ``handlers`` (by command name; chroot into the node root is unwrapped) and
-    passes everything else (the hwsim shims, sh) to the real run_command."""
+    """What a module runs on one node: records every argv, flags string commands and shells, runs the stand-ins
+    registered in ``handlers`` (by command name; chroot into the node root is unwrapped), fires CommandFaults,
+    and passes everything else (the hwsim shims, sh) to the real run_command."""
 
     def __init__(self, root):
         self.root = str(root)
@@ -167,31 +259,35 @@ class FakeTools:
         self.faults = []
 
     def install(self, monkeypatch):
-        real = basic.AnsibleModule.run_command
-        tools = self
+        _install_dispatch(monkeypatch)
 
-        def run_command(module, args, *pos, **kwargs):
-            if isinstance(args, (str, bytes)) or kwargs.get("use_unsafe_shell"):
-                tools.unsafe.append(args)
-            argv = [str(a) for a in (args if not isinstance(args, (str, bytes)) else str(args).split())]
-            chrooted = os.path.basename(argv[0]) == "chroot"
-            if chrooted:
-                assert argv[1] == tools.root, "commands must run inside host_root, got chroot %s" % argv[1]
-                argv = argv[2:]
-            name = os.path.basename(argv[0])
-            tools.calls.append([name] + argv[1:])
-            for fault in tools.faults:
-                answer = fault.fire(argv)
-                if answer is not None:
-                    return answer
-            handler = tools.handlers.get(name)
-            if handler is not None:
-                return handler([name] + argv[1:])
-            if chrooted:
-                raise AssertionError("unexpected command inside host_root: %s" % argv)
-            return real(module, args, *pos, **kwargs)
+    def activate(self):
+        _ACTIVE["tools"] = self
 
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    def dispatch(self, real, module, args, pos, kwargs):
+        if isinstance(args, (str, bytes)) or kwargs.get("use_unsafe_shell"):
+            self.unsafe.append(args)
+        argv = [str(a) for a in (args if not isinstance(args, (str, bytes)) else str(args).split())]
+        chrooted = os.path.basename(argv[0]) == "chroot"
+        if chrooted:
+            assert argv[1] == self.root, "commands must run inside host_root, got chroot %s" % argv[1]
+            argv = argv[2:]
+        name = os.path.basename(argv[0])
+        self.calls.append([name] + argv[1:])
+        for fault in self.faults:
+            answer = fault.fire(argv)
+            if answer is not None:
+                return answer
+        handler = self.handlers.get(name)
+        if handler is not None:
+            return handler([name] + argv[1:])
+        if chrooted:
+            raise AssertionError("unexpected command inside host_root: %s" % argv)
+        if os.path.dirname(os.path.realpath(argv[0])) == _SHIMS_REAL and kwargs.get("data") is None:
+            answer = run_shim_in_process(os.path.realpath(argv[0]), argv)
+            if answer is not None:
+                return answer
+        return real(module, args, *pos, **kwargs)
 
     def mutations(self, since=0):
         """The node-changing commands run since call number ``since``."""
@@ -249,66 +345,82 @@ class FileFault:
         return path == self.target
 
 
+FILE_FAULTS = []
+
+
 class FileFaults:
     """Test-only fault hook for regular files outside sysfs: wraps ``tempfile.mkstemp``, ``os.fsync``, ``os.replace``,
-    ``os.rename``, ``os.open`` (O_CREAT|O_EXCL: backups) and ``os.unlink`` process-wide for the duration of a test;
-    every path that no fault names passes straight through.  Production code is untouched."""
+    ``os.rename``, ``shutil.move``, ``os.open`` (O_CREAT|O_EXCL: backups) and ``os.unlink`` process-wide (once per scope) for the
+    duration of a test; every path that no fault in :data:`FILE_FAULTS` names passes straight through.  Production
+    code is untouched."""
 
     def __init__(self, monkeypatch):
-        self.faults = []
+        if getattr(os.replace, "safety_hook", False):
+            return
         real = {name: getattr(os, name) for name in ("fsync", "replace", "rename", "open", "unlink")}
         real_mkstemp = __import__("tempfile").mkstemp
-        hook = self
+        strike = self.strike
 
         def mkstemp(suffix=None, prefix=None, dir=None, text=False):  # pylint: disable=redefined-builtin
             if dir is not None and prefix:
-                hook.strike("create", os.path.join(dir, prefix + "XXXXXX" + (suffix or "")))
+                strike("create", os.path.join(dir, prefix + "XXXXXX" + (suffix or "")))
             return real_mkstemp(suffix=suffix, prefix=prefix, dir=dir, text=text)
 
         def fsync(fd):
-            try:
-                path = os.readlink("/proc/self/fd/%d" % fd)
-            except OSError:
-                path = None
-            if path:
-                hook.strike("write", path)
+            if FILE_FAULTS:
+                try:
+                    path = os.readlink("/proc/self/fd/%d" % fd)
+                except OSError:
+                    path = None
+                if path:
+                    strike("write", path)
             return real["fsync"](fd)
 
         def replace(src, dst, *args, **kwargs):
-            hook.strike("replace", dst)
+            strike("replace", dst)
             return real["replace"](src, dst, *args, **kwargs)
 
         def rename(src, dst, *args, **kwargs):
-            hook.strike("move", src)
-            hook.strike("replace", dst)
+            strike("replace", dst)
             return real["rename"](src, dst, *args, **kwargs)
+
+        real_move = shutil.move
+
+        def move(src, dst, *args, **kwargs):
+            strike("move", src)  # moving the file fails as a whole (rename and shutil's copy fallback alike)
+            return real_move(src, dst, *args, **kwargs)
 
         def open_(path, flags, *args, **kwargs):
             if isinstance(path, (str, bytes, os.PathLike)) and flags & os.O_CREAT and flags & os.O_EXCL:
-                hook.strike("backup", os.fsdecode(path))
+                strike("backup", os.fsdecode(path))
             return real["open"](path, flags, *args, **kwargs)
 
         def unlink(path, *args, **kwargs):
             if isinstance(path, (str, bytes, os.PathLike)):
-                hook.strike("delete", os.fsdecode(path))
+                strike("delete", os.fsdecode(path))
             return real["unlink"](path, *args, **kwargs)
 
+        replace.safety_hook = True
         monkeypatch.setattr("tempfile.mkstemp", mkstemp)
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "replace", replace)
         monkeypatch.setattr(os, "rename", rename)
+        monkeypatch.setattr(shutil, "move", move)
         monkeypatch.setattr(os, "open", open_)
         monkeypatch.setattr(os, "unlink", unlink)
 
-    def add(self, fault):
-        self.faults.append(fault)
+    @staticmethod
+    def add(fault):
+        FILE_FAULTS.append(fault)
         return fault
 
-    def clear(self):
-        self.faults = []
+    @staticmethod
+    def clear():
+        del FILE_FAULTS[:]
 
-    def strike(self, phase, path):
-        for fault in self.faults:
+    @staticmethod
+    def strike(phase, path):
+        for fault in list(FILE_FAULTS):
             fault.strike(phase, path)
 
 
@@ -468,17 +580,66 @@ class Bench:
         out.update(extra)
         return out
 
+    def activate(self):
+        """Make this node the one the intercepted commands and environment refer to."""
+        self.tools.activate()
+
     def run(self, args, check=False, expect=ModuleExit, diff=True):
-        return run_module(self.monkeypatch, self.main, args, check=check, diff=diff, expect=expect)
+        return self.run_main(self.main, args, check=check, expect=expect, diff=diff)
 
     def run_main(self, main, args, monkeypatch=None, check=False, expect=ModuleExit, diff=True):
-        """Run another module's ``main`` on this node."""
+        """Run a module's ``main`` on this node."""
+        self.activate()
         return run_module(monkeypatch or self.monkeypatch, main, args, check=check, diff=diff, expect=expect)
+
+    def run_either(self, args, monkeypatch=None):
+        """``(True, result)`` or ``(False, failure)`` of the bench's module."""
+        try:
+            return True, self.run_main(self.main, args, monkeypatch)
+        except ModuleFail as exc:
+            return False, exc.args[0]
 
     # what a run did
     def observe(self):
         """Everything a run could change, as comparable data."""
         return {"tree": snapshot(self.root)}
+
+    def state(self):
+        """What must be back as it was after a failed run (``observe`` without logs and kernel bookkeeping)."""
+        return self.observe()
+
+    # the fault campaign
+    options = {}
+    systemd = None
+
+    @classmethod
+    def paths(cls, **options):  # pylint: disable=unused-argument
+        """The module's write paths (see benches.WritePath)."""
+        return []
+
+    def write_paths(self):
+        return self.paths(**self.options)
+
+    def mark_baseline(self):
+        self.baseline = self.state()
+        self.baseline_tree = snapshot(self.root)
+
+    def clear_faults(self):
+        """Remove every injected fault (files, commands, services)."""
+        FileFaults.clear()
+        self.tools.faults = []
+        if self.systemd is not None:
+            self.systemd.fail_start = {}
+            self.systemd.fail_reload = False
+
+    def restore_baseline(self):
+        """Put the node back as it was right after the bench was built."""
+        restore_tree(self.root, self.baseline_tree)
+        if self.systemd is not None:
+            self.systemd.daemon_reload()
+            for name in self.systemd.services:
+                if self.systemd.services[name]["state"] != "active":
+                    self.systemd.systemctl(["systemctl", "start", name])
 
     def close(self):
         """Release what the bench holds (mounts, servers)."""
@@ -497,7 +658,10 @@ class SimNodeBench(Bench):
         if reason:
             import pytest  # pylint: disable=import-outside-toplevel
             pytest.skip("FUSE unavailable: %s" % reason)
-        self.spec = spec or self.spec
+        if spec is None:
+            from unit.safety.benches import safety_spec  # pylint: disable=import-outside-toplevel
+            spec = safety_spec(self.tmp)
+        self.spec = spec
         self.etc = self.tmp / "etc"
         for directory in ("modprobe.d", "modules-load.d", "sysctl.d"):
             (self.etc / directory).mkdir(parents=True, exist_ok=True)
@@ -514,9 +678,15 @@ class SimNodeBench(Bench):
         self.real_sysctl_log = self.tmp / "real-sysctl.log"
         recorder.write_text('#!/bin/sh\necho "$*" >> "%s"\n' % self.real_sysctl_log)
         recorder.chmod(0o755)
-        monkeypatch.setenv("PATH", "%s:%s" % (SHIMS, os.environ.get("PATH", "")))
-        monkeypatch.setenv("HWSIM_ROOT", str(self.mnt))
-        monkeypatch.setenv("HWSIM_REAL_SYSCTL", str(recorder))
+        self.recorder = recorder
+        self.activate()
+
+    def activate(self):
+        super().activate()
+        if SHIMS_DIR not in os.environ.get("PATH", "").split(":"):
+            self.monkeypatch.setenv("PATH", "%s:%s" % (SHIMS_DIR, os.environ.get("PATH", "")))
+        self.monkeypatch.setenv("HWSIM_ROOT", str(self.mnt))
+        self.monkeypatch.setenv("HWSIM_REAL_SYSCTL", str(self.recorder))
 
     def call(self, command):
         return self.mount.call(command)
@@ -526,6 +696,40 @@ class SimNodeBench(Bench):
         state.pop("faults", None)
         state.pop("boot_log", None)
         return state
+
+    def state(self):
+        dump = self.dump()
+        return {"tree": snapshot(self.root), "sysctl": self.sysctls(),
+                "sim": {key: dump[key] for key in ("pfs", "netns_mode", "modules", "netdevs", "netns", "cmdline")},
+                "vfs": self.vf_view()}
+
+    def vf_view(self):
+        """Driver and RDMA node GUID of every VF of every PF, as sysfs shows them."""
+        out = {}
+        devices = self.root / "sys/bus/pci/devices"
+        for pf in sorted(self.dump()["pfs"]):
+            for index in range(64):
+                vf = devices / pf / ("virtfn%d" % index)
+                if not os.path.lexists(vf):
+                    break
+                driver = os.path.basename(os.readlink(vf / "driver")) if os.path.lexists(vf / "driver") else None
+                ib = sorted(os.listdir(vf / "infiniband")) if (vf / "infiniband").is_dir() else []
+                guid = (vf / "infiniband" / ib[0] / "node_guid").read_text().strip() if ib else None
+                out["%s/%d" % (pf, index)] = (driver, guid)
+        return out
+
+    def clear_faults(self):
+        super().clear_faults()
+        self.call({"cmd": "fault_clear"})
+        settle_writers()
+
+    def restore_baseline(self):
+        restore_tree(self.root, self.baseline_tree)
+        self.reset()
+        self.baseline_run()
+
+    def baseline_run(self):
+        """What the bench did after mounting (VFs, GUIDs, files) to reach its baseline."""
 
     def sysctls(self):
         out = {}
@@ -558,6 +762,15 @@ class SimNodeBench(Bench):
 
     def close(self):
         self._stack.close()
+
+
+def settle_writers(timeout=10.0):
+    """Wait for sysfs writes a module abandoned after its timeout (``write_with_timeout`` daemon threads) to end, so
+    they cannot land in the next scenario."""
+    deadline = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread.name == "sysfs-write" and thread.is_alive():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class HealthServer:

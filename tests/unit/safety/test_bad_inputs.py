@@ -228,12 +228,46 @@ CASES = [
     case("rdma_facts", "sim", {"gather_subset": ["all"]}, "gather_subset"),
 ]
 
+# -- names that reach a path or a command: "../", "/", NUL and newline in each, generated --------------------------------
+PAYLOADS = {"dotdot": "../", "slash": "/", "nul": "\0", "newline": "\n"}
+NAME_OPTIONS = [
+    # module, bench, option, template ({} = the payload), other arguments, payloads that apply
+    ("kernel_cmdline", "grub", "dropin", "/etc/default/grub.d/99-x{}y.cfg", {"present": ["iommu=pt"]}, PAYLOADS),
+    ("sysctl_dropin", "sim", "path", "/etc/sysctl.d/90-x{}y.conf", {"settings": {"net.ipv4.conf.all.arp_ignore": 1}},
+     PAYLOADS),
+    ("sriov_vfs", "sim", "netdev", "ibp24s0{}x", {"num_vfs": 2}, PAYLOADS),
+    ("sriov_vfs", "sim", "rdma_device", "mlx5_0{}x", {"num_vfs": 2}, PAYLOADS),
+    ("ib_vf_guids", "sim", "netdev", "ibp24s0{}x", {}, PAYLOADS),
+    ("ib_vf_guids", "sim", "pool_file", "/etc/sriov-operator/{}guids", {"netdev": "ibp24s0", "export_pool_file": True},
+     ("dotdot", "nul", "newline")),
+    ("containerd_rdma", "containerd", "unit_dropin", "/etc/systemd/system/containerd.service.d/50-x{}y.conf", {},
+     PAYLOADS),
+    ("containerd_rdma", "containerd", "service", "containerd{}x", {}, PAYLOADS),
+    ("containerd_rdma", "containerd", "runtimes", ["runc{}x"], {}, PAYLOADS),
+    ("kubelet_topology", "kubelet", "dropin_name", "50-x{}y.conf", {"topology_manager_policy": "restricted"}, PAYLOADS),
+]
+
+
+def _traversal_cases():
+    out = []
+    for module, bench, option, template, others, payloads in NAME_OPTIONS:
+        for label in payloads:
+            payload = PAYLOADS[label]
+            value = [t.format(payload) for t in template] if isinstance(template, list) else template.format(payload)
+            args = dict(others)
+            args[option] = value
+            out.append(pytest.param(Case(module, bench, args, option, None), id="%s-%s-%s" % (module, option, label)))
+    return out
+
+
+TRAVERSAL = _traversal_cases()
+
 SIM_MODULES = {"rdma_netns": rdma_netns.main, "sysctl_dropin": sysctl_dropin.main, "sriov_vfs": sriov_vfs.main,
                "ib_vf_guids": ib_vf_guids.main, "rdma_facts": rdma_facts.main}
 
 
 def test_the_matrix_is_big_enough():
-    modules = collections.Counter(p.values[0].module for p in CASES)
+    modules = collections.Counter(p.values[0].module for p in CASES + TRAVERSAL)
     assert sum(modules.values()) >= 60
     assert set(modules) >= {"kernel_cmdline", "rdma_netns", "sysctl_dropin", "sriov_vfs", "ib_vf_guids",
                             "containerd_rdma", "kubelet_topology", "rdma_facts"}
@@ -259,7 +293,7 @@ def _check(bench, failure, names, before, calls, probe=None):
         assert bench.probed_writes() == 0, "the simulator received %d write()s" % bench.probed_writes()
 
 
-@pytest.mark.parametrize("bad", [c for c in CASES if c.values[0].bench != "sim"])
+@pytest.mark.parametrize("bad", [c for c in CASES + TRAVERSAL if c.values[0].bench != "sim"])
 def test_bad_input_on_a_node_tree(bad, tmp_path, monkeypatch):
     bench = _plain_bench(bad.bench, tmp_path, monkeypatch)
     try:
@@ -274,7 +308,7 @@ def test_bad_input_on_a_node_tree(bad, tmp_path, monkeypatch):
 
 
 @pytest.mark.fuse
-@pytest.mark.parametrize("bad", [c for c in CASES if c.values[0].bench == "sim"])
+@pytest.mark.parametrize("bad", [c for c in CASES + TRAVERSAL if c.values[0].bench == "sim"])
 def test_bad_input_on_a_simulated_dgx(bad, dgx_bench, monkeypatch):
     bench = dgx_bench
     created = []

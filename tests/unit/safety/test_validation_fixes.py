@@ -76,3 +76,29 @@ def test_a_mac_with_a_trailing_newline_is_refused():
 def test_a_cpu_list_with_a_trailing_newline_is_refused():
     with pytest.raises(InputError, match="reserved_system_cpus"):
         _kubelet.parse_cpuset("0-1\n", "reserved_system_cpus")
+
+
+@pytest.mark.fuse
+def test_ib_vf_guids_binds_a_vf_an_interrupted_run_left_without_driver(dgx_bench, monkeypatch):
+    """A failed re-bind leaves a VF unbound (no RDMA device, no GUID); a re-run must repair it, not fail waiting."""
+    from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids  # pylint: disable=import-outside-toplevel
+    bench = dgx_bench
+    vf = "0000:18:00.1"
+    (bench.root / "sys/bus/pci/drivers/mlx5_core/unbind").write_text(vf)
+    args = bench.args(netdev="ibp24s0", scheme="list", guids=["02:00:00:00:00:00:00:01", "02:00:00:00:00:00:00:02"])
+    try:
+        checked = bench.run_main(ib_vf_guids.main, args, monkeypatch, check=True)
+        assert {"action": "bind", "target": vf, "driver": "mlx5_core", "reason": "VF 0 has no driver"} in checked["actions"]
+        bench.run_main(ib_vf_guids.main, args, monkeypatch)
+        assert bench.vf_view()["0000:18:00.0/0"] == ("mlx5_core", "0200:0000:0000:0001")
+    finally:
+        if not (bench.root / "sys/bus/pci/devices" / vf / "driver").exists():
+            (bench.root / "sys/bus/pci/drivers/mlx5_core/bind").write_text(vf)
+
+
+def test_kmod_skips_hidden_modprobe_files():
+    """libkmod's conf_files_filter_out() ignores dot files: a hidden conf_file would never apply at boot, so the
+    planner must not count it (rdma_netns then reports the conflict instead of a false success)."""
+    from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe  # pylint: disable=import-outside-toplevel
+    listing = {"/etc/modprobe.d": [".hidden.conf", "a.conf", "b.txt"]}
+    assert _modprobe.config_files(listing) == [("/etc/modprobe.d", "a.conf")]

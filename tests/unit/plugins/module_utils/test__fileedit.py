@@ -305,3 +305,20 @@ def test_two_processes_racing_on_one_file_lose_nothing(tmp_path):
         assert [line for line in lines if line.startswith(tag)] == ["%s-%d" % (tag, i) for i in range(rounds)]
     assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == ["shared.conf"]
     assert sum(conflicts.values()) > 0, "the racers never collided; the test proved nothing"
+
+
+def test_rollback_and_revert_remove_the_directories_they_created(tmp_path):
+    host = HostRoot(str(tmp_path))
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/blocker").write_text("a file where a directory is needed\n")
+    plans = [plan_file(observe_file(host, "/etc/systemd/system/x.service.d/50.conf"), "a\n", 0o644, UID, GID),
+             plan_file(observe_file(host, "/etc/blocker/c.conf"), "c\n", 0o644, UID, GID)]
+    with pytest.raises(ApplyError):
+        FileTransaction(host).apply_all(plans)
+    assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == ["blocker"]
+    plans = [plan_file(observe_file(host, "/etc/systemd/system/x.service.d/50.conf"), "a\n", 0o644, UID, GID)]
+    FileTransaction(host).apply_all(plans)
+    (tmp_path / "etc/systemd/system/other.conf").write_text("someone else's\n")
+    assert revert(host, plans) == ["/etc/systemd/system/x.service.d/50.conf"]
+    assert sorted(p.name for p in (tmp_path / "etc/systemd/system").iterdir()) == ["other.conf"], \
+        "the empty drop-in directory goes, the directory holding another file stays"
