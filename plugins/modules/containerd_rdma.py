@@ -525,7 +525,13 @@ def _json_safe(value):
 
 def restore(node, plans, unit_changed, restart):
     """Put the files back; reload and restart when they had reached systemd / containerd.  Returns details."""
-    details = {"restored": revert(node.host, plans)}
+    details = {}
+    try:
+        details["restored"] = revert(node.host, plans)
+        details["files"] = "the files were restored"
+    except ApplyError as exc:  # keep going: systemd and containerd must still get the files as they are now
+        details["restored"] = []
+        details["files"] = exc.msg
     if unit_changed and node.systemd:
         node.systemctl("daemon-reload")
     if restart:
@@ -559,27 +565,31 @@ def run_module(module):
     backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
     if backups:
         result.extra["backup_files"] = backups
+
+    def rollback(problem, error=ApplyError, extra=None):
+        details = restore(node, plans, unit_changed, False)
+        details.update(extra or {})
+        raise error("%s; %s and %s was not restarted" % (problem, details["files"], node.service), details,
+                    result.as_dict())
+
     if unit_changed and node.systemd:
         rc, dummy_out, err = node.systemctl("daemon-reload")
         if rc != 0:
-            details = restore(node, plans, unit_changed, False)
-            raise ApplyError("systemctl daemon-reload failed: %s; the files were restored" % err.strip(), details,
-                             result.as_dict())
-    eff = node.dump(True)
+            rollback("systemctl daemon-reload failed: %s" % err.strip())
+    try:
+        eff = node.dump(True)
+    except (ApplyError, ParseError) as exc:
+        rollback("checking the edited configuration with `containerd config dump` failed: %s" % exc.msg)
     missing = ctd.verify_effective(eff, want, node.version)
     if missing:
-        details = restore(node, plans, unit_changed, False)
-        details["not_effective"] = missing
-        raise VerifyError("after editing, `containerd config dump` still does not show %s (another file overrides "
-                          "it, or a key is misplaced); the files were restored and containerd was not restarted"
-                          % ", ".join(missing), details, result.as_dict())
+        rollback("after editing, `containerd config dump` still does not show %s (another file overrides it, or a key "
+                 "is misplaced)" % ", ".join(missing), VerifyError, {"not_effective": missing})
     if node.systemd:
         rc, out, dummy_err = node.systemctl("show", node.service, "-p", "LimitMEMLOCK")
         shown = out.strip().split("=", 1)[-1] if rc == 0 else ""
         if shown and ctd.parse_systemd_limit(shown) != want["memlock"]:
-            details = restore(node, plans, unit_changed, False)
-            raise VerifyError("systemd reports LimitMEMLOCK=%s for %s after the change, not %s; the files were restored"
-                              % (shown, node.service, ctd.render_limit(want["memlock"])), details, result.as_dict())
+            rollback("systemd reports LimitMEMLOCK=%s for %s after the change, not %s"
+                     % (shown, node.service, ctd.render_limit(want["memlock"])), VerifyError)
     if restart and params["restart"]:
         restart_and_check(node, want, plans, unit_changed, result)
     return result.as_dict(with_diff=module._diff)
@@ -612,8 +622,8 @@ def restart_and_check(node, want, plans, unit_changed, result):
     journal = node.journal()
     details = restore(node, plans, unit_changed, True)
     details["journal"] = journal
-    raise ApplyError("%s; the files were restored and %s restarted again (%s)"
-                     % (problem, node.service, "active" if details.get("active_after_rollback") else
+    raise ApplyError("%s; %s and %s restarted again (%s)"
+                     % (problem, details["files"], node.service, "active" if details.get("active_after_rollback") else
                         "NOT active: %s" % details.get("state_after_rollback")), details, result.as_dict())
 
 

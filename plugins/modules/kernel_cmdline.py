@@ -363,11 +363,13 @@ def run_grub(module, host, commands, mode, present, absent, result):
     if update:
         rc, out, err = commands.run(update_argv)
         if rc != 0:
-            restored = revert(host, plans)
+            problem = "%s failed (rc=%s): %s" % (" ".join(update_argv), rc, err.strip())
+            restored = revert(host, plans, cause=problem)
             raise ApplyError("%s failed (rc=%s); the GRUB files were restored: %s" % (" ".join(update_argv), rc, err.strip()),
                              {"rc": rc, "stdout": out, "stderr": err, "restored": restored})
         if grub.generated_is_stale(result.observed["configured"]):
-            restored = revert(host, plans)
+            restored = revert(host, plans, cause="%s ran but %s still lacks the new arguments" % (" ".join(update_argv),
+                                                                                                  GRUB_CFG))
             raise VerifyError("%s ran but %s still lacks %s; the GRUB files were restored"
                               % (" ".join(update_argv), GRUB_CFG, _cmdline.missing_from(
                                   _grub.grub_cfg_linux_lines(host.read_text(GRUB_CFG) or "")[0]["args"],
@@ -426,7 +428,7 @@ def run_grubby(module, host, commands, present, absent, result):
     for argv in grubby_steps:
         rc, out, err = commands.run(argv)
         if rc != 0:
-            restored = revert(host, plans)
+            restored = revert(host, plans, cause="%s failed (rc=%s): %s" % (" ".join(argv), rc, err.strip()))
             raise ApplyError("%s failed (rc=%s): %s; the GRUB defaults were restored, boot entries changed by earlier "
                              "grubby calls were not" % (" ".join(argv), rc, err.strip()),
                              {"rc": rc, "stderr": err, "restored": restored})

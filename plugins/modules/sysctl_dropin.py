@@ -198,7 +198,9 @@ def run_module(module):
         if rc != 0 or wrong:
             reverted = [(key, live[key]) for key, dummy in to_set if now[key] != live[key]]
             restore_rc = sysctl_write(commands, reverted)[0] if reverted else 0
-            revert(host, [plan])
+            revert(host, [plan], cause="setting %s live failed (rc=%s: %s); the live values %s" % (
+                ", ".join(wrong) or "the values", rc, err.strip() or "value did not stick",
+                "were put back" if restore_rc == 0 else "could NOT all be put back"))
             raise (ApplyError if rc != 0 else VerifyError)(
                 "setting %s live failed (rc=%s: %s); the file was restored and %s" % (
                     ", ".join(wrong) or "the values", rc, err.strip() or "value did not stick",

@@ -30,7 +30,8 @@ class WritePath:
     """One place a module writes.  ``layer`` is file, sysfs, command or service; ``phases`` (files) or ``skip``
     values (sysfs writes that happen more than once) are the timings a fault can strike at."""
 
-    def __init__(self, label, layer, target, phases=(0,), kinds=KINDS, says=None):
+    def __init__(self, label, layer, target, phases=(0,), kinds=KINDS, says=None, match=None):
+        self.match = match
         self.label = label
         self.layer = layer
         self.target = target
@@ -51,7 +52,7 @@ class WritePath:
             return lambda: fault.hits
         if self.layer == "command":
             fault = CommandFault(self.target, "hang" if kind == "hang" else "errno", kind, skip=phase + skip,
-                                 count=count, seconds=0.2)
+                                 count=count, seconds=0.2, match=self.match)
             bench.tools.faults.append(fault)
             return lambda: fault.hits
         if self.layer == "service":
@@ -324,6 +325,8 @@ class ContainerdBench(Bench):
         return [WritePath(cls.dropin, "file", cls.dropin, ("write", "create", "replace")),
                 WritePath(cls.spec_file, "file", cls.spec_file, ("write", "create", "replace")),
                 WritePath(cls.config, "file", cls.config, ("write", "create", "replace", "backup")),
+                WritePath("containerd config dump (check)", "command", "containerd", (1,), says="config dump",
+                          match="dump"),
                 WritePath("daemon-reload", "reload", "daemon-reload", kinds=("EACCES",), says="daemon-reload"),
                 WritePath("containerd start", "service", "containerd", kinds=("EIO",), says="containerd")]
 
