@@ -131,3 +131,161 @@ def test_failed_initramfs_update_reverts_the_file(monkeypatch, dgx):
     assert "dracut: cannot write" in failure["msg"] and "restored" in failure["msg"]
     assert (dgx.etc / CONF).read_bytes() == before
     assert live_mode(dgx) == "Y", "no live switch after a failed persistent step"
+
+
+# -- the initramfs probe: cpio member names read in-process -------------------------------------------------------
+def newc(entries, trailer=True):
+    """A newc cpio archive of ``[(name, data)]`` as mkinitramfs/dracut write it."""
+    out = b""
+    for ino, (name, data) in enumerate(list(entries) + ([("TRAILER!!!", b"")] if trailer else []), 1):
+        raw_name = name.encode() + b"\0"
+        fields = [ino, 0o100644, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(raw_name), 0]
+        header = b"070701" + b"".join(b"%08X" % value for value in fields) + raw_name
+        out += header + b"\0" * (-len(header) % 4) + data + b"\0" * (-len(data) % 4)
+    return out
+
+
+MODULES = "usr/lib/modules/6.1.0-50-amd64/"
+MAIN = [("usr", b""), ("init", b"#!/bin/sh\n"),
+        # modules.dep names ib_core.ko inside a file's content: only member names may count
+        (MODULES + "modules.dep", b"kernel/drivers/infiniband/core/ib_core.ko: kernel/net/core/x.ko\n" * 300),
+        (MODULES + "kernel/drivers/block/virtio_blk.ko", bytes(range(256)) * 40)]
+WITH_IB_CORE = MAIN + [(MODULES + "kernel/drivers/infiniband/core/ib_core.ko", b"\x7fELF" + b"\0" * 5000)]
+EARLY = newc([("kernel", b""), ("kernel/x86/microcode/GenuineIntel.bin", b"\x01" * 1000)])
+
+
+def members(entries):
+    return [name for name, dummy in entries]
+
+
+def padded(archive, boundary=512):
+    return archive + b"\0" * (-len(archive) % boundary)
+
+
+def compress(method, data):
+    import bz2
+    import gzip
+    import lzma
+    if method == "gzip":
+        return gzip.compress(data)
+    if method == "bzip2":
+        return bz2.compress(data)
+    if method == "xz":
+        return lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32)
+    if method == "lzma":
+        return lzma.compress(data, format=lzma.FORMAT_ALONE)
+    raise AssertionError(method)
+
+
+def names_of(image, chunk=1 << 20, decompress=None):
+    import io
+
+    def no_external(method, data):
+        raise AssertionError("no external decompressor expected for %s" % method)
+    return [n.decode() for n in rdma_netns.initramfs_names(io.BytesIO(image).read, decompress or no_external, chunk)]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 113, 4096, 1 << 20])
+def test_cpio_names_in_any_piece_size(chunk):
+    assert names_of(newc(MAIN), chunk) == members(MAIN)
+    assert names_of(padded(EARLY) + compress("gzip", newc(WITH_IB_CORE)), chunk) == \
+        ["kernel", "kernel/x86/microcode/GenuineIntel.bin"] + members(WITH_IB_CORE)
+
+
+@pytest.mark.parametrize("method", ["gzip", "bzip2", "xz", "lzma"])
+def test_compressed_main_archive_after_an_early_one(method):
+    image = padded(EARLY) + compress(method, newc(WITH_IB_CORE))
+    assert names_of(image)[2:] == members(WITH_IB_CORE)
+
+
+def test_several_archives_in_one_stream_and_several_streams():
+    # one compressed stream holding two archives (NUL padding between), then another gzip member, then raw
+    stream = compress("gzip", padded(newc(MAIN[:2])) + newc(MAIN[2:]))
+    image = stream + compress("xz", newc([("extra", b"1")])) + b"\0" * 8 + newc([("late", b"")])
+    assert names_of(image, chunk=64) == members(MAIN) + ["extra", "late"]
+
+
+def test_external_decompressor_gets_the_rest_of_the_image():
+    seen = {}
+
+    def fake_zstd(method, data):
+        seen[method] = data
+        return newc(WITH_IB_CORE)
+    main = b"\x28\xb5\x2f\xfd" + b"compressed"
+    assert names_of(padded(EARLY) + main, chunk=5, decompress=fake_zstd)[-1].endswith("/ib_core.ko")
+    assert seen == {"zstd": main}
+
+
+@pytest.mark.skipif(not rdma_netns.os.path.exists("/usr/bin/zstd"), reason="zstd is not installed")
+def test_real_zstd_through_run_command(tmp_path):
+    import subprocess
+    main = subprocess.run(["/usr/bin/zstd", "-q", "-c"], input=newc(WITH_IB_CORE), capture_output=True,
+                          check=True).stdout
+
+    class Module:
+        def get_bin_path(self, name, required=False):  # pylint: disable=unused-argument
+            return "/usr/bin/" + name
+
+        def run_command(self, argv, data=None, binary_data=False, encoding="utf-8", check_rc=False):  # pylint: disable=unused-argument
+            done = subprocess.run(argv, input=data, capture_output=True, check=False)
+            return done.returncode, done.stdout, done.stderr
+
+    decompress = rdma_netns.external_decompressor(Module(), None)
+    assert names_of(padded(EARLY) + main, decompress=decompress)[-1].endswith("/ib_core.ko")
+    with pytest.raises(rdma_netns.InitramfsFormatError, match="zstd failed"):
+        names_of(main[:-9], decompress=decompress)
+
+
+@pytest.mark.parametrize("image, message", [
+    (b"MZ\x90\x00 not an initramfs", "neither cpio nor compressed"),
+    (newc(MAIN)[:-200], "ends inside"),
+    (newc(MAIN, trailer=False), "ends inside"),
+    (compress("gzip", newc(MAIN))[:-30], "ends inside a gzip stream"),
+    (compress("gzip", newc(MAIN)[:-120]), "ends inside a cpio archive"),
+    (newc(MAIN)[:116] + b"070707" + newc(MAIN)[122:], "no cpio header"),   # 116: the second header (odc magic)
+    (newc(MAIN)[:116 + 54] + b"0000zzzz" + newc(MAIN)[116 + 62:], "non-hex sizes"),
+])
+def test_malformed_images_are_errors(image, message):
+    with pytest.raises(rdma_netns.InitramfsFormatError, match=message):
+        names_of(image, chunk=50)
+
+
+def test_probe_reads_a_real_initrd_when_one_was_built():
+    built = sorted(pathlib.Path(__file__).resolve().parents[4].glob(".cache/vm/*/initrd.img"))
+    if not built:
+        pytest.skip("no VM image built (scripts/build-vm)")
+    with open(built[-1], "rb") as raw:
+        names = [n.decode() for n in rdma_netns.initramfs_names(raw.read, lambda method, data: pytest.skip(method))]
+    assert "init" in names and any(n.endswith("/modules.dep") for n in names)
+    assert sum(n.endswith(".ko") for n in names) > 5, names
+
+
+def boot_image(node, members):
+    release = (node.root / "proc/sys/kernel/osrelease").read_text().strip()
+    (node.root / "boot").mkdir(exist_ok=True)
+    (node.root / "boot" / ("initrd.img-%s" % release)).write_bytes(padded(EARLY) + compress("gzip", newc(members)))
+    tool = node.root / "usr/sbin/update-initramfs"
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    return release
+
+
+@pytest.mark.parametrize("members, regenerates", [(WITH_IB_CORE, True), (MAIN, False)])
+def test_auto_regenerates_only_an_initramfs_with_ib_core(monkeypatch, dgx, members, regenerates):
+    release = boot_image(dgx, members)
+    result = run(monkeypatch, dgx, check=True, mode="exclusive", live=False)
+    targets = [a["target"] for a in result["actions"] if a["action"] == "run"]
+    assert targets == (["update-initramfs -u -k %s" % release] if regenerates else [])
+    assert "warnings" not in result
+
+
+def test_unreadable_initramfs_counts_as_holding_ib_core(monkeypatch, dgx):
+    release = boot_image(dgx, MAIN)
+    (dgx.root / "boot" / ("initrd.img-%s" % release)).write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 64)
+    real = rdma_netns.AnsibleModule.get_bin_path
+    monkeypatch.setattr(rdma_netns.AnsibleModule, "get_bin_path",  # zstd neither here nor in the node's root
+                        lambda self, name, *args, **kwargs: None if name == "zstd" else real(self, name, *args, **kwargs))
+    result = run(monkeypatch, dgx, check=True, mode="exclusive", live=False)
+    assert [a["target"] for a in result["actions"] if a["action"] == "run"] == ["update-initramfs -u -k %s" % release]
+    assert any("zstd is not installed" in w and "assuming ib_core" in w for w in result["warnings"])
