@@ -12,7 +12,8 @@ import pathlib
 import subprocess
 
 from ansible_collections.rdma.k8s_node.plugins.modules import (
-    containerd_rdma, ib_vf_guids, kernel_cmdline, kubelet_topology, rdma_facts, rdma_netns, sriov_vfs, sysctl_dropin,
+    containerd_rdma, ib_vf_guids, kernel_cmdline, kubelet_topology, nvidia_peermem, rdma_facts, rdma_netns, sriov_vfs,
+    sysctl_dropin,
 )
 from unit.safety.nodes import (
     Bench, CommandFault, FakeContainerd, FakeSystemd, FileFault, FileFaults, HealthServer, SimNodeBench, base_tree,
@@ -262,6 +263,33 @@ class GuidBench(SriovBench):
                 WritePath(cls.pool, "file", cls.pool, ("write", "create", "replace"))]
 
 
+class PeermemBench(SimNodeBench):
+    """The first DGX rail with its GPU: nvidia_peermem loads (OFED present), an openibd unit is installed, so a run
+    loads the module and writes the modules-load.d file and the openibd drop-in."""
+
+    main = staticmethod(nvidia_peermem.main)
+    name = "nvidia_peermem"
+    conf = "/etc/modules-load.d/nvidia-peermem.conf"
+    dropin = "/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf"
+    hang_seconds = 0.3
+
+    def __init__(self, tmp_path, monkeypatch):
+        super().__init__(tmp_path, monkeypatch)
+        self.file_faults = FileFaults(monkeypatch)
+        (self.etc / "modules-load.d").mkdir(exist_ok=True)
+        (self.etc / "systemd/system").mkdir(parents=True, exist_ok=True)
+        (self.etc / "systemd/system/openibd.service").write_text("[Unit]\nDescription=openibd\n")
+
+    def request(self):
+        return self.args(method="peermem")
+
+    @classmethod
+    def paths(cls):
+        return [WritePath(cls.conf, "file", cls.conf, ("write", "create", "replace")),
+                WritePath(cls.dropin, "file", cls.dropin, ("write", "create")),
+                WritePath("modprobe nvidia_peermem", "command", "modprobe", says="nvidia_peermem")]
+
+
 class FactsBench(SimNodeBench):
     main = staticmethod(rdma_facts.main)
     name = "rdma_facts"
@@ -450,6 +478,7 @@ BENCHES = {
     "containerd_rdma": (ContainerdBench, {}),
     "kubelet_topology:config": (KubeletBench, {}),
     "kubelet_topology:dropin": (KubeletBench, {"version": "v1.31.2", "dropin": True}),
+    "nvidia_peermem": (PeermemBench, {}),
 }
 
 

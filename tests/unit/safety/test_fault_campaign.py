@@ -31,7 +31,8 @@ from unit.safety.benches import BENCHES, ERRNOS, KINDS, STRERROR, bench_paths
 from unit.safety.conftest import FAULT_SCENARIOS, FAULT_SEED
 from unit.safety.nodes import tree_diff
 
-DISCLOSED = ("NOT restored", "could NOT", "FAILED", "NOT active", "STILL NOT", "NOT healthy")
+DISCLOSED = ("NOT restored", "could NOT", "FAILED", "NOT active", "STILL NOT", "NOT healthy",
+             "stays loaded for this boot but is not persisted")
 HANG_WORDS = ("ETIMEDOUT", "timed out", "did not return", "hung")
 
 
