@@ -148,6 +148,33 @@ def log_excerpt(text, limit=20):
     return chosen[-limit:] if not picked else chosen[:limit]
 
 
+#: packages whose versions and dpkg states the facts report (profiles and the driver packages)
+DOCA_PACKAGES = ("doca-ofed", "doca-roce", "doca-networking", "doca-all", "doca-host-basic", "mlnx-ofed-kernel-dkms",
+                 "mlnx-ofed-kernel-utils", "ofed-scripts")
+DPKG_STATUS = "/var/lib/dpkg/status"
+
+
+def dpkg_packages(text, names=DOCA_PACKAGES):
+    """``{name: {version, state}}`` of the ``names`` present in dpkg's status file (pure).
+
+    ``state`` is the third word of ``Status:`` (``installed``, ``half-configured``, ``unpacked``, ``config-files``
+    ...); packages dpkg only remembers as removed (``not-installed``) are left out.
+    """
+    wanted = set(names)
+    out = {}
+    for stanza in (text or "").split("\n\n"):
+        fields = {}
+        for line in stanza.splitlines():
+            if line[:1] not in (" ", "\t") and ":" in line:
+                key, dummy_sep, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+        name = fields.get("Package")
+        status = fields.get("Status", "").split()
+        if name in wanted and len(status) == 3 and status[2] != "not-installed":
+            out[name] = {"version": fields.get("Version"), "state": status[2]}
+    return out
+
+
 def headers_present(host, kernel):
     """Whether the kernel build tree DKMS needs exists for ``kernel`` (``/lib/modules/<k>/build``, also through
     the merged-/usr path, which a host root without a top-level ``lib`` still shows)."""
@@ -183,7 +210,8 @@ def ofed_facts(host, modules=None, problems=None):
     """What a node has of MLNX/DOCA-OFED, read from files only (never fails; unreadable parts go to ``problems``).
 
     ``{installed, flavor, version, label, source, kernel_release, kernel_headers, modules: {name: {loaded,
-    version, from_ofed}}, stale_modules, restart_required, dkms: [...], dkms_failed: [...]}``.
+    version, from_ofed}}, stale_modules, restart_required, dkms: [...], dkms_failed: [...], packages}``;
+    ``packages`` holds the DOCA packages dpkg knows (``{name: {version, state}}``), None without dpkg.
     ``modules`` limits the per-module report (default: OFED's module set).
     """
     problems = problems if problems is not None else []
@@ -213,6 +241,12 @@ def ofed_facts(host, modules=None, problems=None):
     except HostReadError as exc:
         problems.append({"path": DKMS_TREE, "error": exc.msg})
         dkms = []
+    try:
+        status = host.read_text(DPKG_STATUS)
+    except HostReadError as exc:
+        problems.append({"path": DPKG_STATUS, "error": exc.msg})
+        status = None
+    packages = dpkg_packages(status) if status is not None else None
     failed = []
     for item in dkms:
         if item["state"] == "failed":
@@ -235,4 +269,5 @@ def ofed_facts(host, modules=None, problems=None):
         "restart_required": bool(stale),
         "dkms": dkms,
         "dkms_failed": failed,
+        "packages": packages,
     }

@@ -348,7 +348,8 @@ ansible_facts:
               C(stale_modules) and C(restart_required) when loaded modules are not the installed OFED's build;
               C(kernel_release), C(kernel_headers) (the DKMS build tree exists); C(dkms) (per DKMS module and
               version for the running kernel, C(state) V(installed), V(built), V(failed) or V(added)) and
-              C(dkms_failed) with the C(make_log) path and an C(excerpt) of it.
+              C(dkms_failed) with the C(make_log) path and an C(excerpt) of it; C(packages), the DOCA profile and
+              driver packages dpkg knows, with C(version) and C(state) (V(null) on nodes without dpkg).
             - C(gpudirect) - C(active) GPUDirect RDMA path (V(peermem) when nvidia_peermem is loaded, else V(dmabuf)
               when the open GPU kernel modules run on Linux 5.12 or later, else V(none)), C(peermem_loaded),
               C(peermem_persisted) (named in a modules-load.d file), C(dmabuf_capable), C(dmabuf_reason),
@@ -364,7 +365,8 @@ ansible_facts:
                             "dkms": [{"module": "mlnx-ofed-kernel", "version": "24.10.OFED.24.10.1.1.4.1",
                                       "kernel": "6.1.0-28-amd64", "arch": "x86_64", "state": "installed",
                                       "kernel_modules": ["ib_core", "mlx5_core", "mlx5_ib"]}],
-                            "dkms_failed": []},
+                            "dkms_failed": [],
+                            "packages": {"doca-ofed": {"version": "2.9.1-0.1.4", "state": "installed"}}},
                    "gpudirect": {"active": "peermem", "peermem_loaded": true, "peermem_persisted": true,
                                  "dmabuf_capable": false, "dmabuf_reason": "the NVIDIA driver 550.127.05 is the ...",
                                  "nvidia_driver": {"version": "550.127.05", "open": false},

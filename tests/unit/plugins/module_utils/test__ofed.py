@@ -181,3 +181,41 @@ def test_ofed_facts_reports_a_script_without_version(tmp_path):
     facts = _ofed.ofed_facts(HostRoot(str(tmp_path)), problems=problems)
     assert facts["installed"] is False
     assert problems == [{"path": "/usr/bin/ofed_info", "error": "no `-s` version line in the ofed_info script"}]
+
+
+STATUS = """Package: dkms
+Status: install ok installed
+Version: 3.0.10-8
+
+Package: doca-ofed
+Status: install ok installed
+Priority: optional
+Version: 2.9.1-0.1.4
+Description: DOCA profile
+ with a continuation line: Version: 9.9
+
+Package: mlnx-ofed-kernel-dkms
+Status: install ok half-configured
+Version: 25.10.OFED.25.10.1.2.8.1-1
+
+Package: doca-roce
+Status: deinstall ok config-files
+Version: 2.9.1-0.1.4
+
+Package: ofed-scripts
+Status: purge ok not-installed
+"""
+
+
+def test_dpkg_packages():
+    assert _ofed.dpkg_packages(STATUS) == {
+        "doca-ofed": {"version": "2.9.1-0.1.4", "state": "installed"},
+        "mlnx-ofed-kernel-dkms": {"version": "25.10.OFED.25.10.1.2.8.1-1", "state": "half-configured"},
+        "doca-roce": {"version": "2.9.1-0.1.4", "state": "config-files"}}
+    assert _ofed.dpkg_packages("") == {} and _ofed.dpkg_packages(None) == {}
+
+
+def test_ofed_facts_packages(tmp_path):
+    assert _ofed.ofed_facts(HostRoot(str(tmp_path)))["packages"] is None, "no dpkg: unknown, not empty"
+    write(tmp_path, "/var/lib/dpkg/status", STATUS)
+    assert _ofed.ofed_facts(HostRoot(str(tmp_path)))["packages"]["doca-ofed"]["version"] == "2.9.1-0.1.4"
