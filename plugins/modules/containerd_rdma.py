@@ -88,7 +88,8 @@ options:
     type: path
     default: /etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf
   service:
-    description: The systemd service name of containerd.
+    description: "The systemd service name of containerd: letters, digits and C(_ . @ -) (and C(:)), not starting with
+      C(-) or C(.)."
     type: str
     default: containerd
   restart:
@@ -102,7 +103,9 @@ options:
     type: int
     default: 60
   backup:
-    description: Keep a timestamped copy of each edited file next to it.
+    description:
+      - Keep a timestamped copy of each edited file next to it.
+      - Backups are created mode C(0600), owned by root (they may hold credentials); a restore puts the original mode and owner back.
     type: bool
     default: false
 notes:

@@ -62,7 +62,9 @@ options:
     type: list
     elements: str
   pool_file:
-    description: The operator-format pool file read by O(scheme=pool_file) and written by O(export_pool_file).
+    description:
+      - The operator-format pool file read by O(scheme=pool_file) and written by O(export_pool_file).
+      - An absolute path without C(.) or C(..) components.
     type: path
     default: /etc/sriov-operator/infiniband/guids
   export_pool_file:

@@ -41,6 +41,8 @@ options:
     description:
       - Arguments the next boot must not have. A bare name (V(iommu)) removes it with any value, V(name=value)
         removes that exact argument, and a glob (V(*_iommu=*)) removes every match.
+      - "Letters, digits, C(_ . , : / + @ % = -) and the glob characters C(* ? [ ] !) only: the patterns go into a
+        shell file that C(grub-mkconfig) sources."
     type: list
     elements: str
     default: []
@@ -58,7 +60,9 @@ options:
     choices: [auto, grub_dropin, grub_default, grubby]
     default: auto
   dropin:
-    description: The drop-in file owned by this module in V(grub_dropin) mode.
+    description:
+      - The drop-in file owned by this module in V(grub_dropin) mode, directly in C(/etc/default/grub.d), named
+        C(*.cfg) with letters, digits and C(_ . @ + -), not starting with a dot (GRUB's C(*.cfg) glob skips those).
     type: path
     default: /etc/default/grub.d/99-rdma-k8s-node.cfg
   update:
@@ -69,7 +73,9 @@ options:
     type: bool
     default: true
   backup:
-    description: Keep a timestamped copy of each edited file next to it.
+    description:
+      - Keep a timestamped copy of each edited file next to it.
+      - Backups are created mode C(0600), owned by root (they may hold credentials); a restore puts the original mode and owner back.
     type: bool
     default: false
 notes:

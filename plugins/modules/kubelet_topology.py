@@ -87,7 +87,9 @@ options:
     choices: [auto, dropin, config]
     default: auto
   dropin_name:
-    description: File name of the drop-in this module owns in the C(--config-dir) directory.
+    description:
+      - File name of the drop-in this module owns in the C(--config-dir) directory, C(*.conf) with letters, digits and
+        C(_ . @ + -), not starting with a dot.
     type: str
     default: 50-rdma-k8s-node-topology.conf
   config:
@@ -107,7 +109,9 @@ options:
     type: str
     default: http://127.0.0.1:10248/healthz
   backup:
-    description: Keep a timestamped copy of each edited file next to it.
+    description:
+      - Keep a timestamped copy of each edited file next to it.
+      - Backups are created mode C(0600), owned by root (they may hold credentials); a restore puts the original mode and owner back.
     type: bool
     default: false
 requirements:

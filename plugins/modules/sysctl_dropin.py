@@ -28,7 +28,9 @@ extends_documentation_fragment:
   - rdma.k8s_node.attributes.changes
 options:
   path:
-    description: The file this module owns; a C(.conf) file directly in C(/etc/sysctl.d).
+    description:
+      - The file this module owns; a C(.conf) file directly in C(/etc/sysctl.d), named with letters, digits and
+        C(_ . @ + -), not starting with a dot (C(systemd-sysctl) skips those).
     type: path
     default: /etc/sysctl.d/90-rdma-k8s-node.conf
   settings:
@@ -45,7 +47,9 @@ options:
     type: bool
     default: true
   backup:
-    description: Keep a timestamped copy of the previous file.
+    description:
+      - Keep a timestamped copy of the previous file.
+      - Backups are created mode C(0600), owned by root (they may hold credentials); a restore puts the original mode and owner back.
     type: bool
     default: false
 notes:
