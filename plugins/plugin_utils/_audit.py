@@ -49,6 +49,7 @@ DESIRED_VARS = (
     "kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
     "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
     "kubelet_topology_memory_manager_policy",
+    "rdma_k8s_node_doca_ofed", "doca_ofed_version", "doca_ofed_profile",
     "nvidia_peermem_method", "rdma_audit_ofed_version",
     "rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu",
 )
@@ -128,6 +129,21 @@ def _drivers(checks, facts, desired):
             checks.add("drivers.ofed_version", "ok" if live and str(live).startswith(str(want_version)) else "drift",
                        desired=want_version, live=ofed.get("running_version"), persisted=live,
                        remedy="run the doca_ofed role with the DOCA release that ships this OFED (doca_ofed_version)")
+    if (desired or {}).get("rdma_k8s_node_doca_ofed"):
+        profile = desired.get("doca_ofed_profile") or "doca-ofed"
+        want = str(desired.get("doca_ofed_version") or "")
+        packages = ofed.get("packages")
+        package = (packages or {}).get(profile) or {}
+        if packages is None:
+            checks.add("drivers.doca_version", "unknown", subject=profile, desired=want,
+                       detail="no dpkg package database on this node (EL nodes: compare with rdma_audit_ofed_version)")
+        else:
+            installed = package.get("version") if package.get("state") == "installed" else None
+            good = bool(installed) and (installed == want or installed.startswith(want + "-")
+                                        or installed.startswith(want + "."))
+            checks.add("drivers.doca_version", "ok" if good else "drift", subject=profile, desired=want,
+                       live=ofed.get("running_version"), persisted=installed,
+                       remedy="run the doca_ofed role (doca_ofed_version, doca_ofed_profile)")
     if ofed.get("installed") and (ofed.get("stale_modules") or ofed.get("restart_required")):
         checks.add("drivers.ofed_running", "drift", desired=ofed.get("version"), live=ofed.get("running_version"),
                    persisted=ofed.get("version"),

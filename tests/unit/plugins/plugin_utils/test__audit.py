@@ -422,3 +422,19 @@ def test_finite_memlock_in_any_spelling(rendered):
     assert checks[("containerd.base_spec", "runc")]["status"] == "ok"
     checks = by_key(_audit.audit_host(facts, desired(containerd_rdma_memlock="unlimited"), ["containerd"]))
     assert checks[("containerd.memlock", None)]["status"] == "drift"
+
+
+@pytest.mark.parametrize("packages,want,status", [
+    ({"doca-ofed": {"version": "3.2.0-0.1.4", "state": "installed"}}, "3.2.0", "ok"),
+    ({"doca-ofed": {"version": "2.9.1-0.1.4", "state": "installed"}}, "3.2.0", "drift"),
+    ({"doca-ofed": {"version": "3.2.0-0.1.4", "state": "half-configured"}}, "3.2.0", "drift"),
+    ({}, "3.2.0", "drift"),
+    (None, "3.2.0", "unknown"),
+])
+def test_doca_version_only_when_provisioning_installs_doca(rendered, packages, want, status):
+    facts = converge(rendered["dgx-h100"])
+    facts["drivers"]["ofed"]["packages"] = packages
+    checks = by_key(_audit.audit_host(facts, desired(rdma_k8s_node_doca_ofed=True, doca_ofed_version=want),
+                                      ["drivers"]))
+    assert checks[("drivers.doca_version", "doca-ofed")]["status"] == status
+    assert ("drivers.doca_version", "doca-ofed") not in by_key(_audit.audit_host(facts, desired(), ["drivers"]))
