@@ -11,7 +11,8 @@ not start with the changed configuration.
 
 ``test_systematic`` covers every (module, write path, fault kind) once; ``test_random`` is a seeded, repeatable
 draw over module x write path x fault kind x timing (first matching operation, a later one, or every one),
-RDMA_FAULT_SEED / RDMA_FAULT_SCENARIOS choose the seed and the count.  After every scenario the invariant is:
+RDMA_FAULT_SEED / RDMA_FAULT_SCENARIOS choose the seed and the count (the seed is in every test id), and
+RDMA_FAULT_OUTCOMES=<file> collects one line per scenario (outcome, bench, layer, kind).  After every scenario the invariant is:
 
 * the fault did not fire -> the module succeeded and a re-run changes nothing;
 * it fired -> the module failed (no silent success), the message names the cause (errno name or text, or the
@@ -23,6 +24,7 @@ RDMA_FAULT_SEED / RDMA_FAULT_SCENARIOS choose the seed and the count.  After eve
 """
 
 import difflib
+import os
 import random
 
 import pytest
@@ -175,7 +177,11 @@ def random_scenarios(seed, count):
 @pytest.mark.parametrize("name, path, kind, phase, skip, persistent", random_scenarios(FAULT_SEED, FAULT_SCENARIOS))
 def test_random(benches, monkeypatch, name, path, kind, phase, skip, persistent):
     print("RDMA_FAULT_SEED=%d" % FAULT_SEED)
-    exercise(benches, name, path, kind, phase, skip, persistent, monkeypatch=monkeypatch)
+    outcome = exercise(benches, name, path, kind, phase, skip, persistent, monkeypatch=monkeypatch)
+    record = os.environ.get("RDMA_FAULT_OUTCOMES")  # optional: a file collecting one line per scenario
+    if record:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write("%s %s %s %s\n" % (outcome, name, path.layer, kind))
 
 
 def test_campaign_size():
