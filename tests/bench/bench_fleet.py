@@ -330,6 +330,8 @@ def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | N
             "rdma_kernel_host_root": str(root),
             "rdma_netns_host_root": str(root), "rdma_sysctl_host_root": str(root),
             "sriov_host_root": str(root), "sriov_boot_unit": False, "sriov_pfs": pfs,
+            # no container runtime or kubelet on a simulated node: provision.yml's opt-out for unjoined nodes
+            "rdma_k8s_node_containerd": False, "rdma_k8s_node_kubelet": False,
         })
         argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(CONVERGE_PLAYBOOK),
                 "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false"]
