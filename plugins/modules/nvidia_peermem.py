@@ -165,6 +165,7 @@ diff:
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -181,10 +182,16 @@ OPENIBD_UNITS = ("/etc/systemd/system/openibd.service", "/usr/lib/systemd/system
                  "/lib/systemd/system/openibd.service", "/etc/init.d/openibd")
 
 
+# what systemd and kmod read from a conf.d directory: no hidden files, one line-free name
+CONF_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
+
+
 def owned_path(path, directory, option):
     """A ``.conf`` file directly in ``directory`` (where systemd reads it), or an InputError."""
-    if os.path.dirname(path) != directory or not path.endswith(".conf") or os.path.basename(path) == ".conf":
-        raise InputError("%s must be a .conf file directly in %s, got %s" % (option, directory, path))
+    if os.path.dirname(path) != directory or not CONF_NAME.match(os.path.basename(path)):
+        raise InputError("%s must be a .conf file directly in %s whose name starts with a letter, digit, '_', '@', "
+                         "'+' or '-' and has no blank, newline or NUL (systemd skips hidden files), got %r"
+                         % (option, directory, path))
     return path
 
 

@@ -394,13 +394,18 @@ def initramfs_argv(host, commands):
     raise ApplyError("neither update-initramfs nor dracut is installed; cannot put the option into the initramfs")
 
 
+# what kmod reads from modprobe.d: no hidden files, one line-free name
+CONF_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
+
+
 def run_module(module):
     params = module.params
     mode = params["mode"]
     conf = params["conf_file"]
-    if os.path.dirname(conf) != MODPROBE_DIR or not conf.endswith(".conf") or os.path.basename(conf) == ".conf":
-        raise InputError("conf_file must be a .conf file directly in %s (kmod reads nothing else there), got %s"
-                         % (MODPROBE_DIR, conf))
+    if os.path.dirname(conf) != MODPROBE_DIR or not CONF_NAME.match(os.path.basename(conf)):
+        raise InputError("conf_file must be a .conf file directly in %s (kmod reads nothing else there) whose name "
+                         "starts with a letter, digit, '_', '@', '+' or '-' and has no blank, newline or NUL "
+                         "(kmod skips hidden files), got %r" % (MODPROBE_DIR, conf))
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
     result = Result()
