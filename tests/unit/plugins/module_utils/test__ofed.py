@@ -1,7 +1,10 @@
 """MLNX/DOCA-OFED parsers: ofed_info (real captures), the generated ofed_info script, versions, stale modules,
 the DKMS tree and build-log excerpts, and ofed_facts over a host root."""
 
+import importlib.util
 import os
+import pathlib
+import subprocess
 
 import pytest
 
@@ -219,3 +222,19 @@ def test_ofed_facts_packages(tmp_path):
     assert _ofed.ofed_facts(HostRoot(str(tmp_path)))["packages"] is None, "no dpkg: unknown, not empty"
     write(tmp_path, "/var/lib/dpkg/status", STATUS)
     assert _ofed.ofed_facts(HostRoot(str(tmp_path)))["packages"]["doca-ofed"]["version"] == "2.9.1-0.1.4"
+
+
+def test_the_test_repositorys_ofed_info_prints_and_parses_like_the_real_one(tmp_path):
+    """The molecule scenario's packages (tests/drivers/build_doca_repo.py) ship an ofed_info in the real format."""
+    spec = importlib.util.spec_from_file_location(
+        "build_doca_repo", pathlib.Path(__file__).resolve().parents[3] / "drivers" / "build_doca_repo.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    for ofed, dummy_debver, dummy_build in builder.RELEASES.values():
+        script = tmp_path / "ofed_info"
+        script.write_text(builder.OFED_INFO.replace("{ofed}", ofed).replace("{release}", "x"), encoding="utf-8")
+        short = subprocess.run(["bash", str(script), "-s"], capture_output=True, text=True, check=True).stdout
+        assert short == "OFED-internal-%s:\n" % ofed
+        assert subprocess.run(["bash", str(script), "-n"], capture_output=True, text=True, check=True).stdout == ofed + "\n"
+        assert _ofed.parse_ofed_info(short)["version"] == ofed
+        assert _ofed.version_from_script(script.read_text(encoding="utf-8"))["label"] == "OFED-internal-" + ofed
