@@ -4,6 +4,7 @@ modules removed from disk, and the kmod messages of the modprobe shim."""
 
 import errno
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import yaml
 import hwsim
 from hwsim.state import ofed_module_version
 
-from conftest import SHIMS
+SHIMS = pathlib.Path(hwsim.__file__).resolve().parent / "shims"
 
 DOCA = "OFED-internal-24.10-1.1.4.0.200"
 DOCA_NEW = "OFED-internal-25.10-1.2.8.0"
