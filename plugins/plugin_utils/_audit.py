@@ -21,6 +21,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from collections import Counter
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs
@@ -178,14 +179,6 @@ def _drivers(checks, facts, desired):
 
 
 # -- kernel command line ----------------------------------------------------------------------------------------------
-def _vendor_arg(vendor):
-    if vendor == "GenuineIntel":
-        return "intel_iommu=on"
-    if vendor in ("AuthenticAMD", "HygonGenuine"):
-        return "amd_iommu=on"
-    return None
-
-
 def _last_matches(args, wanted):
     """Whether the last occurrence of ``wanted``'s name in ``args`` has ``wanted``'s value (a bare flag: present)."""
     name, sep, value = wanted.partition("=")
@@ -204,7 +197,7 @@ def _kernel(checks, facts, desired):
     if desired.get("rdma_kernel_iommu_passthrough", True):
         wanted.append("iommu=pt")
     if desired.get("rdma_kernel_vendor_iommu", True):
-        arg = _vendor_arg(facts.get("cpu_vendor"))
+        arg = _cmdline.iommu_vendor_arg(facts.get("cpu_vendor"))
         if arg:
             wanted.append(arg)
         else:
