@@ -175,9 +175,9 @@ def shared_plugin_running(host):
 
 
 # -- initramfs probe: the image's cpio member names, read here --------------------------------------------------
-# lsinitramfs/lsinitrd unpack the whole image through shell pipelines and cpio (minutes under emulation, tens of
-# seconds on a busy node); reading only the member names, in-process and stopping at the first ib_core module,
-# costs one pass of decompression.  The kernel's initramfs format: newc/crc cpio archives, uncompressed or
+# lsinitramfs/lsinitrd unpack the whole image through shell pipelines and cpio (about 15 s for a 35 MB image in an
+# emulated VM); reading only the member names, in-process and stopping at the first ib_core module, costs at most
+# one pass of decompression (about 1 s natively for that image).  The kernel's initramfs format: newc/crc cpio archives, uncompressed or
 # compressed, one after another with NUL padding between them (early microcode + main image).
 IB_CORE_FILES = (b"ib_core.ko", b"ib_core.ko.xz", b"ib_core.ko.zst", b"ib_core.ko.gz")
 CPIO_MAGICS = (b"070701", b"070702")
