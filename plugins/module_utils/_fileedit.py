@@ -27,6 +27,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import errno
 import fcntl
 import os
+import re
 import stat
 import tempfile
 import time
@@ -461,3 +462,9 @@ def revert(host, plans, cause=None):
         if plan.changed and not plan.observed.exists:
             _remove_created_dirs(plan)
     return [p.path for p in undo if p.changed]
+
+
+def conf_name_pattern(suffix):
+    """A compiled pattern for the name of a file we own in a conf.d-style directory (modprobe.d, modules-load.d,
+    systemd drop-ins, grub.d): no hidden files (the readers skip them), no blanks, newline or NUL, and ``suffix``."""
+    return re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*" + re.escape(suffix) + r"\Z")

@@ -221,14 +221,20 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, InputError, ParseError, VerifyError,
 )
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
+    FileTransaction,
+    conf_name_pattern,
+    observe_file,
+    plan_file,
+    revert,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 # a unit name as systemd accepts it (unit_name_is_valid(); no escapes needed for containerd's), never an option
 UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9_@:][A-Za-z0-9_.@:-]*\Z")
 # a drop-in systemd reads (*.conf, not hidden)
-DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
+DROPIN_NAME_RE = conf_name_pattern(".conf")
 # a CRI runtime name that is a bare TOML key (no quoting, no dots that would split it)
 RUNTIME_NAME_RE = re.compile(r"^[A-Za-z0-9_+-]+\Z")
 

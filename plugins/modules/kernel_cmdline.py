@@ -177,7 +177,6 @@ backup_files:
 """
 
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -185,7 +184,13 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _gr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, InputError, VerifyError,
 )
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
+    FileTransaction,
+    conf_name_pattern,
+    observe_file,
+    plan_file,
+    revert,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
@@ -195,7 +200,7 @@ GRUB_CFG = "/boot/grub/grub.cfg"
 BLS_DIR = "/boot/loader/entries"
 KERNEL_CMDLINE_FILE = "/etc/kernel/cmdline"
 # what grub-mkconfig's `for i in /etc/default/grub.d/*.cfg` picks up (the shell's * skips dot files)
-DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.cfg\Z")
+DROPIN_NAME_RE = conf_name_pattern(".cfg")
 
 
 def cpu_vendor(host):

@@ -192,7 +192,6 @@ diff:
 
 import json
 import os
-import re
 import shutil
 import time
 import traceback
@@ -205,7 +204,13 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as k
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, InputError, ParseError,
 )
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
+    FileTransaction,
+    conf_name_pattern,
+    observe_file,
+    plan_file,
+    revert,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
@@ -218,7 +223,7 @@ except ImportError:
     YAML_ERROR = traceback.format_exc()
 
 # a drop-in the kubelet reads from --config-dir: *.conf, not hidden
-DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
+DROPIN_NAME_RE = conf_name_pattern(".conf")
 FLAG_FILES = ("/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet")
 
 

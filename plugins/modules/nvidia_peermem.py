@@ -165,13 +165,17 @@ diff:
 """
 
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _ofed
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, RdmaNodeError, VerifyError
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
+    FileTransaction,
+    conf_name_pattern,
+    observe_file,
+    plan_file,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
@@ -183,7 +187,7 @@ OPENIBD_UNITS = ("/etc/systemd/system/openibd.service", "/usr/lib/systemd/system
 
 
 # what systemd and kmod read from a conf.d directory: no hidden files, one line-free name
-CONF_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
+CONF_NAME = conf_name_pattern(".conf")
 
 
 def owned_path(path, directory, option):

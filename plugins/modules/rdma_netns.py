@@ -136,7 +136,13 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._cmdline import last
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, InputError, VerifyError,
 )
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
+    FileTransaction,
+    conf_name_pattern,
+    observe_file,
+    plan_file,
+    revert,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
@@ -395,7 +401,7 @@ def initramfs_argv(host, commands):
 
 
 # what kmod reads from modprobe.d: no hidden files, one line-free name
-CONF_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
+CONF_NAME = conf_name_pattern(".conf")
 
 
 def run_module(module):
