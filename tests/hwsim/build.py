@@ -183,6 +183,8 @@ def _netdev(tree: Tree, node: Node, netdev: NetDev) -> None:
     tree.add_value(f"{base}/iflink", str(netdev.ifindex))
     tree.add_value(f"{base}/dev_port", str(netdev.dev_port))
     tree.add_value(f"{base}/dev_id", "0x0")
+    if netdev.dev is not None:
+        tree.add_file(f"{base}/name_assign_type", lambda: _name_assign_type(netdev))
     tree.add_file(f"{base}/mtu", lambda: f"{netdev.mtu}\n", lambda text: node.store_mtu(netdev, text))
     tree.add_file(f"{base}/operstate", lambda: "up\n" if netdev.up else "down\n")
     tree.add_file(f"{base}/flags", lambda: "0x1003\n" if netdev.up else "0x1002\n")
@@ -191,6 +193,13 @@ def _netdev(tree: Tree, node: Node, netdev: NetDev) -> None:
     if netdev.kind == "infiniband":
         tree.add_value(f"{base}/pkey", "0xffff")
         tree.add_value(f"{base}/mode", "datagram")
+
+
+def _name_assign_type(netdev: NetDev) -> str:
+    """name_assign_type_show(): EINVAL for NET_NAME_UNKNOWN (IPoIB's "ib%d" until udev renames it), else the number."""
+    if netdev.name_assign_type == 0:
+        raise fmt.oserror(errno.EINVAL)
+    return f"{netdev.name_assign_type}\n"
 
 
 def _carrier(netdev: NetDev) -> str:

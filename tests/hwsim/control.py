@@ -110,17 +110,26 @@ def _link_info(netdev: NetDev) -> dict[str, Any]:
 
 
 def _vf_info(pf: Pf, idx: int, netdev: NetDev, broadcast: str) -> dict[str, Any]:
+    """One ``vfinfo_list`` entry as iproute2 print_vfinfo() prints the kernel's rtnl_fill_vfinfo() attributes.
+
+    rtnl_fill_vfinfo() always sends IFLA_VF_VLAN_LIST (one entry) and IFLA_VF_RATE, so ``ip -j`` always has
+    ``vlan_list`` - ``[{}]`` when vlan and qos are 0, print_vfinfo() printing each only when non-zero - and
+    ``rate`` {max_tx, min_tx}; ``tx_rate`` only when non-zero (never here: rates are not modelled).
+    spoofchk/trust/query_rss are preset to -1 (not printed) and filled by the driver: mlx5_ib_get_vf_config()
+    memsets the whole ifla_vf_info and sets only the link state, so IPoIB VFs print them as false."""
     admin = pf.admin[idx]
     if netdev.kind == "infiniband":
-        # IPoIB reports the PF's own 20-byte address for each VF (iproute2 commit 738728cc example).
+        # IPoIB reports the PF's own 20-byte address for each VF (ipoib_get_vf_config() copies dev_addr).
         vf: dict[str, Any] = {"vf": idx, "link_type": "infiniband", "address": netdev.address, "broadcast": broadcast,
+                              "vlan_list": [{}], "rate": {"max_tx": 0, "min_tx": 0},
                               "spoofchk": False, "node guid": fmt.guid_colons(admin.node_guid),
                               "port guid": fmt.guid_colons(admin.port_guid)}
     else:
-        vf = {"vf": idx, "link_type": "ether", "address": fmt.mac_colons(admin.mac), "broadcast": broadcast}
-        if admin.vlan:
-            vf["vlan_list"] = [{"vlan": admin.vlan, **({"qos": admin.qos} if admin.qos else {})}]
-        vf["spoofchk"] = admin.spoofchk
+        vlan: dict[str, Any] = {"vlan": admin.vlan} if admin.vlan else {}
+        if admin.qos:
+            vlan["qos"] = admin.qos
+        vf = {"vf": idx, "link_type": "ether", "address": fmt.mac_colons(admin.mac), "broadcast": broadcast,
+              "vlan_list": [vlan], "rate": {"max_tx": 0, "min_tx": 0}, "spoofchk": admin.spoofchk}
     vf.update({"link_state": admin.link_state, "trust": admin.trust, "query_rss_en": False})
     return vf
 

@@ -112,6 +112,10 @@ class Spec:
     path: Path | None = None
     #: the NVIDIA driver's kernel module flavour: the open GPU kernel modules (True) or the proprietary ones
     nvidia_open: bool = False
+    #: how VF netdevs get their final name: ``predictable`` (udev renames the kernel's eth%d / ib%d name to the
+    #: systemd SR-IOV name ``<PF device name>v<N>``, ``delays.udev_rename`` s after registration) or ``kernel``
+    #: (no rule names VFs: they keep the kernel's lowest free eth%d / ib%d, which can differ after every re-probe)
+    vf_netdev_naming: str = "predictable"
 
     def all_devices(self) -> list[tuple[HostBridgeSpec, list[DeviceSpec], DeviceSpec]]:
         """Every device with its host bridge and bridge ancestry, in bus order (the kernel's probe order)."""
@@ -158,10 +162,11 @@ DEFAULT_MODULES: dict[str, tuple[int, list[str], dict[str, str]]] = {
 }
 
 _TOP_KEYS = {"name", "description", "source", "cpu", "kernel", "numa", "modules", "ofed", "nvidia_driver",
-             "nvidia_kernel_module", "sysctl", "cgroup", "delays", "pci"}
+             "nvidia_kernel_module", "sysctl", "cgroup", "delays", "pci", "vf_netdev_naming"}
 #: `ofed_info -s` without the colon: MLNX_OFED_LINUX-<major.minor>-<a.b.c.d> or OFED-internal-<YY.MM>-<a.b.c[.d[.e]]>
 OFED_RE = r"^(MLNX_OFED_LINUX|OFED-internal)-\d+\.\d+-\d+(\.\d+)*$"
-_DELAY_KEYS = {"sriov_numvfs_write", "vf_probe", "bind"}
+_DELAY_KEYS = {"sriov_numvfs_write", "vf_probe", "bind", "udev_rename"}
+VF_NETDEV_NAMING = ("predictable", "kernel")
 _SYSCTL_KEYS = ("arp_ignore", "arp_announce", "rp_filter")
 
 
@@ -200,6 +205,8 @@ def parse(data: Any, where: str = "spec") -> Spec:
     hosts = [_parse_host(item, numa, f"{where}: pci[{idx}]") for idx, item in enumerate(data.get("pci") or [])]
     flavour = data.get("nvidia_kernel_module", "proprietary")
     _require(flavour in ("proprietary", "open"), f"{where}: nvidia_kernel_module", "must be proprietary or open")
+    naming = data.get("vf_netdev_naming", "predictable")
+    _require(naming in VF_NETDEV_NAMING, f"{where}: vf_netdev_naming", f"must be one of {', '.join(VF_NETDEV_NAMING)}")
     ofed = data.get("ofed")
     _require(ofed is None or bool(re.match(OFED_RE, str(ofed))), f"{where}: ofed",
              f"{ofed!r} is not an `ofed_info -s` version (MLNX_OFED_LINUX-5.4-3.1.0.0, OFED-internal-24.10-1.1.4.0.200)")
@@ -221,6 +228,7 @@ def parse(data: Any, where: str = "spec") -> Spec:
         delays=delays,
         host_bridges=hosts,
         nvidia_open=flavour == "open",
+        vf_netdev_naming=naming,
     )
     _check_unique(spec, where)
     return spec

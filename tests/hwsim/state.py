@@ -154,6 +154,13 @@ class NetDev:
     address: str
     up: bool
     dev_port: int = 0
+    #: include/uapi/linux/netdevice.h NET_NAME_*: who named it (sysfs ``name_assign_type``)
+    name_assign_type: int = 0
+
+
+#: NET_NAME_UNKNOWN (IPoIB allocates "ib%d" with it; sysfs name_assign_type then reads EINVAL), NET_NAME_ENUM
+#: (alloc_etherdev's "eth%d"), NET_NAME_RENAMED (set by dev_change_name(), i.e. a udev rename)
+NET_NAME_UNKNOWN, NET_NAME_ENUM, NET_NAME_RENAMED = 0, 1, 4
 
 
 @dataclass
@@ -638,8 +645,8 @@ class Node:
         else:
             assert dev.vf is not None
             pf = dev.vf.pf
-            base = self._netdev_of(pf.dev) or _predictable_name(pf, ib_kind)
-            name = f"{base}v{dev.vf.index}"
+            # register_netdev() names it from the driver's template: ipoib_add_port("ib%d"), alloc_etherdev "eth%d"
+            name = self._alloc_name("ib%d" if ib_kind else "eth%d")
             mtu = 4092 if ib_kind else 1500
             up = False
             ibdev = next((ib for ib in self.ibdevs.values() if ib.dev is dev), None)
@@ -648,6 +655,61 @@ class Node:
         address = fmt.ipoib_address(0x1000 + 0x48 * self._ifindex, guid) if ib_kind else fmt.mac_colons(mac)
         netdev = self._add_netdev(name, dev, "infiniband" if ib_kind else "ether", mtu, address, up)
         netdev.dev_port = 0
+        if dev.pf is not None:
+            netdev.name_assign_type = NET_NAME_RENAMED  # named at boot by udev (or a .link file matching the PF)
+            return
+        assert dev.vf is not None
+        netdev.name_assign_type = NET_NAME_UNKNOWN if ib_kind else NET_NAME_ENUM
+        if self.spec.vf_netdev_naming == "predictable":
+            self._udev_rename(netdev, f"{self._vf_base_name(dev.vf.pf, ib_kind)}v{dev.vf.index}")
+
+    def _alloc_name(self, template: str) -> str:
+        """net/core/dev.c __dev_alloc_name(): the LOWEST number not in use in the namespace for the template
+        (a bitmap of the names that sscanf/snprintf round-trip, then find_first_zero_bit) - not a counter, so a
+        re-probed VF gets whatever number is free at that moment."""
+        prefix = template[:-2]
+        used = set()
+        for name in self.netdevs:
+            digits = name[len(prefix):]
+            if name.startswith(prefix) and digits.isdigit() and str(int(digits)) == digits:
+                used.add(int(digits))
+        number = 0
+        while number in used:
+            number += 1
+        return f"{prefix}{number}"
+
+    def _udev_rename(self, netdev: NetDev, target: str) -> None:
+        """systemd-udevd's 80-net-setup-link rename of a new netdev, ``delays.udev_rename`` s after the kernel's
+        "add" uevent (until then readers see the kernel's ib%d / eth%d name; sriov-network-operator PR #720 and its
+        VFIsReady() re-checking the name by PCI address deal with exactly this window).  udev does not rename a link
+        that is already up (systemd PR #21109; dev_change_name() answers EBUSY for IFF_UP) and a taken name fails
+        with EEXIST (systemd issue #2657): in both cases the kernel name stays."""
+        def rename() -> None:
+            if self.netdevs.get(netdev.name) is not netdev or netdev.up or target in self.netdevs:
+                return
+            del self.netdevs[netdev.name]
+            self.sysctl[target] = self.sysctl.pop(netdev.name, dict(self.sysctl["default"]))
+            netdev.name = target
+            netdev.name_assign_type = NET_NAME_RENAMED
+            self.netdevs[target] = netdev
+            for ib in self.ibdevs.values():
+                if ib.dev is netdev.dev and ib.link_layer == "Ethernet":
+                    ib.netdev = target
+            self._changed()
+
+        delay = self.delays.get("udev_rename", 0.0)
+        if delay <= 0:
+            rename()
+        else:
+            self.pending.append((self.clock() + delay, rename))
+
+    def _vf_base_name(self, pf: Pf, ib_kind: bool) -> str:
+        """The PF part of a VF's predictable name: systemd's net_id names an SR-IOV VF after its PF's PCI device plus
+        ``v<N>`` (systemd commit 609948c7 "Improve predictable names for SR-IOV virtual devices", v239), from the PF
+        device's slot/path names - not from the PF netdev's current name (systemd issue #32836) and without the PF's
+        ``n<phys_port_name>`` suffix (a legacy-mode VF netdev has no physical port name)."""
+        name = pf.fspec.netdev if pf.fspec.netdev and self._named_for_link(pf) else _predictable_name(pf, ib_kind)
+        return re.sub(r"np\d+$", "", name)
 
     def _named_for_link(self, pf: Pf) -> bool:
         """A spec netdev name is for the spec's link type; after a LINK_TYPE change the predictable name applies."""

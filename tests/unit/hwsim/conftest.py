@@ -68,7 +68,7 @@ def dgx_mount(tmp_path_factory):
 def dgx(dgx_mount):
     """The module's dgx-h100 mount, powered on fresh, with no faults and no delays."""
     dgx_mount.call({"cmd": "fault_clear"})
-    for name in ("sriov_numvfs_write", "vf_probe", "bind"):
+    for name in ("sriov_numvfs_write", "vf_probe", "bind", "udev_rename"):
         dgx_mount.call({"cmd": "set_delay", "name": name, "seconds": 0})
     dgx_mount.call({"cmd": "reset"})
     return dgx_mount
