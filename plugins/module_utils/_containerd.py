@@ -232,10 +232,84 @@ def effective(dump_doc):
         "runtimes": dict((name, {"runtime_type": (rt or {}).get("runtime_type"),
                                  "base_runtime_spec": (rt or {}).get("base_runtime_spec") or ""})
                          for name, rt in sorted(runtimes.items()) if isinstance(rt, dict)),
+        # everything else a runtime is set to, for the "nothing but our keys changed" check and for seeding a
+        # runtime table that only containerd's built-in defaults define (see seed_runtime)
+        "runtime_settings": dict((name, runtime_settings(rt)) for name, rt in sorted(runtimes.items())
+                                 if isinstance(rt, dict)),
         "enable_cdi": cri.get("enable_cdi"),
         "cdi_spec_dirs": cri.get("cdi_spec_dirs"),
         "cdi_known": "enable_cdi" in cri,
     }
+
+
+def _meaningful(value):
+    """``value`` without its zero values ("", 0, false, [], {}): what containerd treats as unset."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            item = _meaningful(item)
+            if item is None or item is False or item in ("", [], {}) or (isinstance(item, int) and item == 0):
+                continue
+            out[key] = item
+        return out
+    if isinstance(value, list):
+        return [_meaningful(item) for item in value]
+    return value
+
+
+def runtime_settings(table):
+    """The keys a runtime table sets, besides ``base_runtime_spec``, with containerd's zero values dropped.
+
+    ``containerd config dump`` prints every field, set or not; an empty string, 0, false or an empty
+    ``options`` table means the same as an absent key, so only the rest says what the runtime is.
+    """
+    table = dict(table or {})
+    table.pop("base_runtime_spec", None)
+    return _meaningful(table)
+
+
+def runtime_drift(before, after):
+    """What a config edit changed in the runtimes apart from ``base_runtime_spec`` (list of messages).
+
+    Effective configs ``before`` and ``after`` (from :func:`effective`).  Only ``base_runtime_spec`` may
+    change; anything else (a runtime gone, its ``runtime_type`` emptied because the edit created a table
+    that replaced containerd's built-in one) breaks every pod of that runtime.
+    """
+    problems = []
+    old, new = before.get("runtime_settings", {}), after.get("runtime_settings", {})
+    for name in sorted(set(old) | set(new)):
+        if name not in new:
+            problems.append("runtime %s disappeared" % name)
+        elif name not in old:
+            problems.append("runtime %s appeared" % name)
+        else:
+            for key in sorted(set(old[name]) | set(new[name])):
+                if old[name].get(key) != new[name].get(key):
+                    problems.append("runtimes.%s.%s changed from %s to %s"
+                                    % (name, key, json.dumps(old[name].get(key), default=str),
+                                       json.dumps(new[name].get(key), default=str)))
+    return problems
+
+
+def seed_runtime(eff, name):
+    """``[(subtable, key, value)]`` re-stating runtime ``name`` as containerd runs it now.
+
+    On containerd 1.x a ``[...runtimes.NAME]`` table in a file does not merge with the built-in default of
+    that runtime: it replaces it.  Debian's stock config.toml defines no ``runtimes.runc``, so a table holding
+    only ``base_runtime_spec`` would leave runc without ``runtime_type`` (and 1.7 without ``sandbox_mode``):
+    containerd starts, and every pod then fails with "Runtime.Name must be set".  A new table therefore
+    carries the runtime's current settings first.  ``subtable`` is relative to the runtime's table.
+    """
+    out = []
+
+    def walk(prefix, table):
+        for key, value in sorted(table.items()):
+            if isinstance(value, dict):
+                walk(prefix + (key,), value)
+            else:
+                out.append((prefix, key, value))
+    walk((), eff.get("runtime_settings", {}).get(name, {}))
+    return out
 
 
 def target_runtimes(eff, requested):
@@ -298,11 +372,12 @@ def _defines_cri(doc, version):
     return doc.get(cri_paths(version)[0]) is not None
 
 
-def choose_files(files, changes, containerd_version):
+def choose_files(files, changes, containerd_version, eff=None):
     """``{file index: [(table, key, value)]}``: which file each change goes into.
 
     ``files`` is [(path, Document)] in containerd's load order (the main config first).  See the module
-    docstring for the 1.x whole-section rule and the 2.x per-key rule.
+    docstring for the 1.x whole-section rule and the 2.x per-key rule.  On 1.x a runtime table the target
+    file does not have yet starts with the runtime's current settings from ``eff`` (:func:`seed_runtime`).
     """
     versions = []
     for path, doc in files:
@@ -331,7 +406,14 @@ def choose_files(files, changes, containerd_version):
             except ConflictError as exc:
                 raise ConflictError("%s: %s" % (files[target][0], exc.msg), {"path": files[target][0]}) from exc
         table = _key_path(version, kind, name, key)[:-1]
-        edits.setdefault(target, []).append((table, key, value))
+        file_edits = edits.setdefault(target, [])
+        if kind == "runtime" and containerd_version < (2, 0) and files[target][1].get(table) is None \
+                and not any(edit[0][:len(table)] == table for edit in file_edits):
+            if eff is None or name not in eff.get("runtime_settings", {}):
+                raise ConflictError("runtime %s: containerd's current settings are unknown, so a new [%s] table "
+                                    "would replace them" % (name, _toml.render_path(table)), {"runtime": name})
+            file_edits.extend((table + sub, seed_key, seed_value) for sub, seed_key, seed_value in seed_runtime(eff, name))
+        file_edits.append((table, key, value))
     return edits, versions
 
 

@@ -448,7 +448,7 @@ def plan(module, node, want, result):
     changes, warnings = ctd.desired_keys(eff, want, version)
     for warning in warnings:
         module.warn(warning)
-    edits, versions = ctd.choose_files([(p, d) for p, dummy_s, d in files], changes, version)
+    edits, versions = ctd.choose_files([(p, d) for p, dummy_s, d in files], changes, version, eff)
     result.observed.update({
         "containerd_version": ".".join(str(p) for p in version),
         "config_version": eff["config_version"],
@@ -559,7 +559,7 @@ def run_module(module):
     commands = HostCommands(module, host)
     node = Containerd(module, host, commands)
     result = Result()
-    plans, restart, unit_changed, dummy_eff = plan(module, node, want, result)
+    plans, restart, unit_changed, eff_before = plan(module, node, want, result)
     if unit_changed and node.systemd:
         result.add(action("run", "systemctl daemon-reload"))
     if restart and params["restart"]:
@@ -589,6 +589,10 @@ def run_module(module):
         eff = node.dump(True)
     except (ApplyError, ParseError) as exc:
         rollback("checking the edited configuration with `containerd config dump` failed: %s" % exc.msg)
+    drift = ctd.runtime_drift(eff_before, eff)
+    if drift:
+        rollback("the edit would change more than base_runtime_spec: %s" % "; ".join(drift), VerifyError,
+                 {"runtime_drift": drift})
     missing = ctd.verify_effective(eff, want, node.version)
     if missing:
         rollback("after editing, `containerd config dump` still does not show %s (another file overrides it, or a key "

@@ -41,7 +41,8 @@ from unit.plugins.modules.simnode import SHIMS
 PROBE_COUNT = 10 ** 9
 SHIMS_DIR = str(SHIMS)
 #: commands that only read
-READ_ONLY = {"containerd", "ctr", "kubelet", "sh", "journalctl", "lsinitramfs", "lsinitrd", "ofed_info", "nvidia-smi"}
+READ_ONLY = {"containerd", "ctr", "kubelet", "sh", "journalctl", "lsinitramfs", "lsinitrd", "ofed_info", "nvidia-smi",
+             "zstd", "lz4", "lzop"}
 SYSTEMCTL_READS = ("show", "is-active", "status", "cat", "is-enabled", "is-failed")
 
 
@@ -859,10 +860,49 @@ def render_toml(data, prefix=()):
     return "\n".join(lines)
 
 
+def _merge_1x(base, over, path=()):
+    """How containerd 1.x lays a config file over its defaults (BurntSushi/toml decoding into the default
+    struct): tables merge into structs key by key, but an entry of a Go map the file names -- a runtime under
+    ``runtimes`` -- is decoded into a fresh zero value, so the built-in runtime's other keys are gone."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and path[-1:] != ("runtimes",):
+            out[key] = _merge_1x(out[key], value, path + (key,))
+        else:
+            out[key] = value
+    return out
+
+
+def _imports_1x(base, over):
+    """containerd 1.x merging an imported file: a plugin section the later file names replaces the earlier
+    one whole (services/server/config: "Replace entire sections instead of merging map's values")."""
+    out = _merge({k: v for k, v in base.items() if k != "plugins"}, {k: v for k, v in over.items() if k != "plugins"})
+    if "plugins" in base or "plugins" in over:
+        out["plugins"] = dict(base.get("plugins") or {}, **(over.get("plugins") or {}))
+    return out
+
+
+def _migrate_v2(data):
+    """containerd 2.x reading a version 2 file: the CRI keys the module reads move to their version 3 plugin
+    (``containerd config migrate``; the runtime settings go to io.containerd.cri.v1.runtime)."""
+    if data.get("version", 1) >= 3:
+        return data
+    data = json.loads(json.dumps(data))
+    old = (data.get("plugins") or {}).pop("io.containerd.grpc.v1.cri", None) or {}
+    new = {key: old[key] for key in ("enable_cdi", "cdi_spec_dirs") if key in old}
+    if "containerd" in old:
+        new["containerd"] = {key: value for key, value in old["containerd"].items() if key in ("runtimes", "default_runtime_name")}
+    data["version"] = 3
+    if new:
+        data.setdefault("plugins", {})["io.containerd.cri.v1.runtime"] = new
+    return data
+
+
 class FakeContainerd:
     """``containerd --version``, ``ctr oci spec``, ``containerd [--config F] config dump|default`` for a node tree:
-    the dump is the version's defaults merged with the config file and its imports, as containerd 2.x merges
-    them (enough for the keys the module reads); a file that is not TOML fails like containerd does."""
+    the dump is the version's defaults with the config file and its imports laid over them the way that version
+    does it (2.x: key by key; 1.x: an imported plugin section replaces the earlier one, and a runtime table
+    replaces the built-in runtime of that name); a file that is not TOML fails like containerd does."""
 
     def __init__(self, root, version):
         self.root = pathlib.Path(root)
@@ -884,7 +924,8 @@ class FakeContainerd:
         data = containerd_default(self.version)
         if words == ["config", "dump"] and config:
             try:
-                data = _merge(data, self._load(config, set()))
+                loaded = self._load(config, set())
+                data = _merge(data, loaded) if self.version >= (2, 0) else _merge_1x(data, loaded)
             except (tomllib.TOMLDecodeError, ValueError) as exc:
                 return 1, "", ('containerd: failed to load TOML from %s: %s\n' % (config, exc))
         elif words != ["config", "default"]:
@@ -892,14 +933,23 @@ class FakeContainerd:
         return 0, render_toml(data) + "\n", ""
 
     def _load(self, path, seen):
-        if path in seen:
-            return {}
-        seen.add(path)
-        local = self.root / path.lstrip("/")
-        data = tomllib.loads(local.read_text()) if local.exists() else {}
-        merged = {}
-        for entry in data.get("imports") or []:
-            entry = entry if entry.startswith("/") else os.path.join(os.path.dirname(path), entry)
-            for match in sorted((self.root).glob(entry.lstrip("/"))):
-                merged = _merge(merged, self._load("/" + str(match.relative_to(self.root)), seen))
-        return _merge(merged, {k: v for k, v in data.items() if k != "imports"})
+        """The files as containerd's LoadConfig reads them: the main file, then its imports in order, each
+        merged over what came before (breadth first; a file is read once)."""
+        merged, pending = {}, [path]
+        while pending:
+            path, pending = pending[0], pending[1:]
+            if path in seen:
+                continue
+            seen.add(path)
+            local = self.root / path.lstrip("/")
+            data = tomllib.loads(local.read_text()) if local.exists() else {}
+            if self.version >= (2, 0):
+                data = _migrate_v2(data)
+            merged = self._combine(merged, {k: v for k, v in data.items() if k != "imports"})
+            for entry in data.get("imports") or []:
+                entry = entry if entry.startswith("/") else os.path.join(os.path.dirname(path), entry)
+                pending.extend("/" + str(m.relative_to(self.root)) for m in sorted(self.root.glob(entry.lstrip("/"))))
+        return merged
+
+    def _combine(self, base, over):
+        return _merge(base, over) if self.version >= (2, 0) else _imports_1x(base, over)

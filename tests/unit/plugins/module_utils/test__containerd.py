@@ -163,9 +163,97 @@ def test_choose_files_1x_section_owner_is_last_import_with_cri():
     other = ("/etc/containerd/conf.d/10-debug.toml", doc('version = 2\n[debug]\n  level = "debug"\n'))
     nvidia = ("/etc/containerd/conf.d/99-nvidia.toml", doc('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'))
     changes = [("runtime", "runc", "base_runtime_spec", "/s"), ("cri", None, "enable_cdi", True)]
-    edits, dummy = ctd.choose_files([main, other, nvidia], changes, (1, 7, 24))
-    assert edits == {2: [(ctd.CRI_V2 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s"),
+    eff = ctd.effective(_toml.parse(V2_DUMP))
+    edits, dummy = ctd.choose_files([main, other, nvidia], changes, (1, 7, 24), eff)
+    runc = ctd.CRI_V2 + ("containerd", "runtimes", "runc")
+    # the owner file has no runc table yet: it is re-stated first, or 1.x would replace the built-in one
+    assert edits == {2: [(runc, "runtime_type", ctd.RUNC_TYPE), (runc, "base_runtime_spec", "/s"),
                          (ctd.CRI_V2, "enable_cdi", True)]}
+
+
+# Debian's stock /etc/containerd/config.toml (containerd 1.6.20~ds1-1+deb12u3 and 1.7.24~ds1-6+deb13u1): it
+# defines no runtime, so runc exists only as containerd's built-in default.
+DEBIAN_STOCK = '''version = 2
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "/var/lib/containerd/opt"
+'''
+
+# what `containerd config dump` of 1.7.24 prints for runc, before and after a file adds a runc table holding
+# only base_runtime_spec (captured on the trixie image of the runtime scenario): the table replaced the default
+DUMP_17_RUNC = '''version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  base_runtime_spec = "%s"
+  cni_conf_dir = ""
+  cni_max_conf_num = 0
+  container_annotations = []
+  pod_annotations = []
+  privileged_without_host_devices = false
+  runtime_type = "%s"
+  sandbox_mode = "%s"
+  snapshotter = ""
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+%s'''
+ZERO_OPTIONS = '''    BinaryName = ""
+    NoPivotRoot = false
+    ShimCgroup = ""
+    SystemdCgroup = false
+'''
+
+
+def test_new_runc_table_on_debian_stock_config_keeps_runtime_type_and_sandbox_mode():
+    before = ctd.effective(_toml.parse(DUMP_17_RUNC % ("", ctd.RUNC_TYPE, "podsandbox", ZERO_OPTIONS)))
+    assert before["runtime_settings"] == {"runc": {"runtime_type": ctd.RUNC_TYPE, "sandbox_mode": "podsandbox"}}
+    changes, dummy = ctd.desired_keys(before, WANT, (1, 7, 24))
+    edits, versions = ctd.choose_files([("/etc/containerd/config.toml", doc(DEBIAN_STOCK))], changes, (1, 7, 24), before)
+    text = ctd.apply_edits(DEBIAN_STOCK, versions[0], edits[0], "config.toml")
+    runc = _toml.parse(text).get(ctd.CRI_V2 + ("containerd", "runtimes", "runc"))
+    assert runc == {"runtime_type": ctd.RUNC_TYPE, "sandbox_mode": "podsandbox",
+                    "base_runtime_spec": WANT["base_runtime_spec"]}
+    assert 'bin_dir = "/usr/lib/cni"' in text   # the rest of the file is untouched
+
+
+def test_runtime_drift_names_what_the_edit_broke():
+    before = ctd.effective(_toml.parse(DUMP_17_RUNC % ("", ctd.RUNC_TYPE, "podsandbox", ZERO_OPTIONS)))
+    broken = ctd.effective(_toml.parse(DUMP_17_RUNC % ("/s", "", "", "")))
+    assert ctd.runtime_drift(before, broken) == [
+        'runtimes.runc.runtime_type changed from "io.containerd.runc.v2" to null',
+        'runtimes.runc.sandbox_mode changed from "podsandbox" to null']
+    # only base_runtime_spec changed; an options table of zero values means the same as none
+    fine = ctd.effective(_toml.parse(DUMP_17_RUNC % ("/s", ctd.RUNC_TYPE, "podsandbox", "")))
+    assert ctd.runtime_drift(before, fine) == []
+    gone = ctd.effective(_toml.parse("version = 2\n"))
+    assert ctd.runtime_drift(before, gone) == ["runtime runc disappeared"]
+
+
+def test_options_that_are_set_are_kept_when_seeding():
+    dump = DUMP_17_RUNC % ("", ctd.RUNC_TYPE, "podsandbox", "    SystemdCgroup = true\n    BinaryName = \"/usr/bin/nvidia-container-runtime\"\n")
+    eff = ctd.effective(_toml.parse(dump))
+    runc = ctd.CRI_V2 + ("containerd", "runtimes", "runc")
+    edits, dummy = ctd.choose_files([("/etc/containerd/config.toml", doc("version = 2\n"))],
+                                    [("runtime", "runc", "base_runtime_spec", "/s")], (1, 6, 20), eff)
+    assert edits[0] == [(runc + ("options",), "BinaryName", "/usr/bin/nvidia-container-runtime"),
+                        (runc + ("options",), "SystemdCgroup", True), (runc, "runtime_type", ctd.RUNC_TYPE),
+                        (runc, "sandbox_mode", "podsandbox"), (runc, "base_runtime_spec", "/s")]
+
+
+def test_seeding_needs_the_current_settings():
+    with pytest.raises(ConflictError) as info:
+        ctd.choose_files([("/etc/containerd/config.toml", doc(DEBIAN_STOCK))],
+                         [("runtime", "runc", "base_runtime_spec", "/s")], (1, 6, 20))
+    assert "would replace them" in info.value.msg
+
+
+def test_2x_merges_runtime_tables_so_nothing_is_seeded():
+    eff = ctd.effective(_toml.parse(DUMP_17_RUNC % ("", ctd.RUNC_TYPE, "podsandbox", "")))
+    edits, dummy = ctd.choose_files([("/etc/containerd/config.toml", doc("version = 3\n"))],
+                                    [("runtime", "runc", "base_runtime_spec", "/s")], (2, 1, 9), eff)
+    assert edits == {0: [(ctd.CRI_V3 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s")]}
 
 
 def test_choose_files_2x_per_key_and_file_versions():
