@@ -8,6 +8,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import json
 import os
 from collections.abc import Mapping
 
@@ -147,8 +148,12 @@ def rdma_audit(hosts, hostvars, mode="desired", layers=None, generated=None, res
         facts, error = _facts_of(hvars.get(result_var))
         desired = None
         if mode == "desired":
-            # the role's per-host set_fact saw play vars and role params too; hostvars alone see inventory and -e
-            given = hvars.get(desired_var)
+            # rdma_audit_gather (or a per-host set_fact) saw play vars and role params too; hostvars alone see
+            # inventory and -e
+            registered = hvars.get(result_var)
+            given = registered.get("rdma_audit_desired") if isinstance(registered, Mapping) else None
+            if not isinstance(given, Mapping):
+                given = hvars.get(desired_var)
             if not isinstance(given, Mapping):
                 given = dict((var, hvars[var]) for var in _audit.DESIRED_VARS if var in hvars)
             desired = dict((var, _plain(given[var]) if given.get(var, UNSET) not in (None, UNSET) else defaults.get(var))
@@ -166,6 +171,15 @@ def _report(report, name):
     if not isinstance(report, Mapping) or report.get("schema_version") != _audit.SCHEMA_VERSION:
         raise AnsibleFilterError("%s: expected an rdma_audit report (schema_version %d)" % (name, _audit.SCHEMA_VERSION))
     return _plain(report)
+
+
+def rdma_audit_json(report):
+    """report.json of an audit report: sorted keys, two-space indent, like ``to_nice_json(indent=2)``.
+
+    ``to_nice_json`` walks the report through Ansible's lazy containers and costs about 2 s per 100 hosts;
+    the plain copy and ``json.dumps`` take a tenth of that."""
+    return json.dumps(_report(report, "rdma_audit_json"), indent=2, sort_keys=True, separators=(",", ": "),
+                      ensure_ascii=False) + "\n"
 
 
 def rdma_audit_markdown(report):
@@ -187,5 +201,5 @@ class FilterModule:  # pylint: disable=too-few-public-methods
     """rdma.k8s_node audit filters."""
 
     def filters(self):
-        return {"rdma_audit": rdma_audit, "rdma_audit_markdown": rdma_audit_markdown,
+        return {"rdma_audit": rdma_audit, "rdma_audit_json": rdma_audit_json, "rdma_audit_markdown": rdma_audit_markdown,
                 "rdma_audit_junit": rdma_audit_junit, "rdma_audit_summary": rdma_audit_summary}

@@ -132,6 +132,9 @@ def test_audit_playbook_on_simulated_nodes(tmp_path):
         "dgx": {"rdma_audit_host_root": str(dgx)},
         "roce": {"rdma_audit_host_root": str(roce)},
         "gone": {"rdma_audit_host_root": str(tmp_path / "nope")},
+        # nothing listens on the discard port: the connection is refused, the host is unreachable
+        "down": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 9,
+                 "ansible_ssh_common_args": "-o ConnectTimeout=5 -o StrictHostKeyChecking=no"},
     }, "vars": {"ansible_connection": "local", "ansible_python_interpreter": python,
                 "rdma_audit_layers": ["netns", "sysctl", "topology"]}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
@@ -149,17 +152,30 @@ def test_audit_playbook_on_simulated_nodes(tmp_path):
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert sorted(report["hosts"]) == ["dgx", "gone", "roce"]
+    assert sorted(report["hosts"]) == ["dgx", "down", "gone", "roce"]
     assert report["hosts"]["gone"]["status"] == "unknown"
+    assert report["hosts"]["down"]["status"] == "unknown"
+    assert "unreachable" in json.dumps(report["hosts"]["down"])
     roce_netns = [c for c in report["hosts"]["roce"]["checks"] if c["id"] == "netns.mode"][0]
     assert (roce_netns["status"], roce_netns["desired"], roce_netns["live"]) == ("drift", "exclusive", "shared")
     assert report["hosts"]["dgx"]["status"] == "drift"  # power-on sysctls differ from the role defaults
-    assert (tmp_path / "out" / "report.md").read_text().count("\n## ") == 4  # inventory + 3 hosts
+    assert (tmp_path / "out" / "report.md").read_text().count("\n## ") == 5  # inventory + 4 hosts
     ET.parse(str(tmp_path / "out" / "junit.xml"))
     # the RoCE archetype's GPUs reach the NIC only through the host bridge: NCCL would not use GPUDirect there
     affinity = [c for c in report["hosts"]["roce"]["checks"] if c["id"] == "topology.gpu_nic"]
     assert [(c["status"], c["live"]) for c in affinity] == [("fail", {"mlx5_0": "PHB"})] * 2
-    assert "audit: 3 hosts, status fail (hosts: drift 1, fail 1, unknown 1)" in done.stdout
+    assert "audit: 4 hosts, status fail (hosts: drift 1, fail 1, unknown 2)" in done.stdout
+
+    # the rendering is the same as to_nice_json's, sorted, with a final newline
+    text = (tmp_path / "out" / "report.json").read_text()
+    assert text == json.dumps(report, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False) + "\n"
+
+    # the role's options are checked (once) before anything runs
+    bad = subprocess.run(argv + ["-e", "rdma_audit_mode=everything"], env=env, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert bad.returncode != 0
+    assert "rdma_audit_mode must be one of: desired, facts_only" in bad.stdout, bad.stdout[-2000:]
+    assert "Gather the RDMA facts" not in bad.stdout
 
     # the same audit asked to fail on drift exits non-zero
     failing = subprocess.run(argv + ["-e", "rdma_audit_fail_on_drift=true"], env=env, capture_output=True, text=True,

@@ -1,0 +1,64 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+DOCUMENTATION = r"""
+---
+module: rdma_audit_gather
+short_description: Gather a node's RDMA facts and its desired state for the drift audit, in one task
+version_added: 0.1.0
+description:
+  - An action plugin for the C(rdma.k8s_node.rdma_audit) role. It runs M(rdma.k8s_node.rdma_facts) on the node
+    (the audit's only call to the node) and resolves the variables named in O(desired_vars) on the controller, with
+    the task's variables in scope (play vars, role params, inventory, extra vars), in the same task.
+  - Doing both in one task saves a worker fork and a result round per host against a separate C(set_fact),
+    which is what bounds the audit's controller cost at hundreds of hosts.
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+extends_documentation_fragment:
+  - rdma.k8s_node.attributes
+  - rdma.k8s_node.attributes.facts
+  - rdma.k8s_node.attributes.info_module
+  - rdma.k8s_node.host_root
+options:
+  desired_vars:
+    description:
+      - Names of the variables to resolve on the controller and return in RV(rdma_audit_desired).
+      - A variable that is not defined is returned as the string V(__unset__).
+    type: list
+    elements: str
+    default: []
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+notes:
+  - The node side is M(rdma.k8s_node.rdma_facts) and needs only the node's Python standard library.
+  - When the node cannot be reached, the result is marked unreachable and still carries RV(rdma_audit_desired).
+seealso:
+  - module: rdma.k8s_node.rdma_facts
+"""
+
+EXAMPLES = r"""
+- name: Facts and desired state of each host, for the audit filter
+  rdma.k8s_node.rdma_audit_gather:
+    desired_vars: [rdma_netns_mode, containerd_rdma_memlock]
+  register: audit_input
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts of M(rdma.k8s_node.rdma_facts) (C(ansible_facts.rdma)).
+  returned: when the node was reached
+  type: dict
+rdma_audit_desired:
+  description: Each name of O(desired_vars) with its value as the task saw it, or V(__unset__).
+  returned: always
+  type: dict
+  sample: {"rdma_netns_mode": "exclusive", "containerd_rdma_memlock": "__unset__"}
+"""
