@@ -14,6 +14,8 @@ FAULT_SCENARIOS = int(os.environ.get("RDMA_FAULT_SCENARIOS", "200"))
 def pytest_configure(config):
     config.addinivalue_line("markers", "fault_campaign: the seeded randomized fault campaign (RDMA_FAULT_SEED, "
                                        "RDMA_FAULT_SCENARIOS; -m 'not fault_campaign' leaves it out)")
+    config.addinivalue_line("markers", "rollout_fleet: provision.yml on 100 simulated nodes, 5 failing (minutes; "
+                                       "runs only when selected with -m rollout_fleet; RDMA_ROLLOUT_NODES)")
 
 
 def pytest_report_header(config):  # pylint: disable=unused-argument
