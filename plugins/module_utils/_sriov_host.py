@@ -266,6 +266,39 @@ def rebind(host, vf, timeout):
     return driver
 
 
+#: how long to wait for udev to rename a re-bound VF's netdev (sriov-network-operator's VFIsReady() polls 10 s)
+RENAME_SETTLE = 10
+#: include/uapi/linux/netdevice.h NET_NAME_RENAMED: the name was given by user space (udev), not the kernel
+NET_NAME_RENAMED = "4"
+
+
+def udev_named(host, names):
+    """True when every netdev in ``names`` carries a name user space gave it (``name_assign_type`` 4): udev names
+    this VF's netdevs, so after a re-bind - which removes the netdev and registers a new one under the kernel's
+    lowest free ``ib%d``/``eth%d`` - a rename is still to come.  False for kernel names (1, or EINVAL for IPoIB's
+    NET_NAME_UNKNOWN): nothing renames those, the new kernel name is final."""
+    return bool(names) and all(host.try_attr("%s/%s/name_assign_type" % (SYS_NET, name)) == NET_NAME_RENAMED
+                               for name in names)
+
+
+def settle_vf_netdevs(host, pf, expect_udev, timeout, sleep=time.sleep, clock=time.monotonic):
+    """After re-binding VFs: ``{index: [netdevs]}`` found again by PCI address (``virtfnN/net/*``), never by the name
+    they had.  ``expect_udev`` is ``{index: bool}`` (their old names came from udev, see :func:`udev_named`); those
+    are polled until udev has renamed the new netdev too, for at most ``timeout`` s.  Returns ``(names, pending)``
+    where ``pending`` lists the VFs still carrying a kernel name when the time ran out."""
+    deadline = clock() + timeout
+    while True:
+        names, pending = {}, []
+        for index, want_udev in sorted(expect_udev.items()):
+            vf = observe_vf(host, pf, index)
+            names[index] = vf["netdevs"] if vf else []
+            if want_udev and names[index] and not udev_named(host, names[index]):
+                pending.append(index)
+        if not pending or clock() >= deadline:
+            return names, pending
+        sleep(POLL)
+
+
 def _run_ip(commands, argv):
     rc, out, err = commands.run_kernel(argv)
     if rc != 0:
@@ -544,20 +577,26 @@ def run_ib_vf_guids(module):
                             "allow_vf_reset=true" % ", ".join("VF %d (%s)" % item for item in sorted(busy.items())),
                             {"in_use": dict((str(k), v) for k, v in busy.items())})
     vf_by_index = dict((vf["index"], vf) for vf in state["vfs"])
+    rebind_actions = {}
     for step in steps:
         target = "%s vf %d" % (pf["netdev"] or pf["pci_address"], step["vf"])
         if step["set"]:
             result.add(action("set_guid", target, node_guid=_guid.format_guid(step["guid"]),
                               port_guid=_guid.format_guid(step["guid"]), via=via, reason=step["reason"]))
         if vf_by_index.get(step["vf"], {}).get("driver"):
-            result.add(action("rebind", vf_by_index[step["vf"]]["pci_address"], driver=vf_by_index[step["vf"]]["driver"]))
+            vf = vf_by_index[step["vf"]]
+            rebind_actions[step["vf"]] = action("rebind", vf["pci_address"], driver=vf["driver"], vf=step["vf"],
+                                                netdevs=vf["netdevs"])
+            result.add(rebind_actions[step["vf"]])
     # a VF left without its driver (an interrupted re-bind) gets no GUID and no RDMA device: bind it again, as the
     # kernel's autoprobe would have, so that a re-run repairs what a failed run left
     pf_driver = host.link_name(pf["path"] + "/driver")
     autoprobe = host.read_attr(pf["path"] + "/sriov_drivers_autoprobe", default="1") != "0"
     unbound = [vf for vf in state["vfs"] if not vf["driver"]] if autoprobe and pf_driver else []
     for vf in unbound:
-        result.add(action("bind", vf["pci_address"], driver=pf_driver, reason="VF %d has no driver" % vf["index"]))
+        rebind_actions[vf["index"]] = action("bind", vf["pci_address"], driver=pf_driver, vf=vf["index"], netdevs=[],
+                                             reason="VF %d has no driver" % vf["index"])
+        result.add(rebind_actions[vf["index"]])
     pool_plan = None
     if params["export_pool_file"]:
         existing = observe_file(host, params["pool_file"])
@@ -573,6 +612,7 @@ def run_ib_vf_guids(module):
                        "zero_guid_vfs": sorted(i for i, seen in observed.items() if not seen.get("admin_node")
                                                and not seen.get("node"))}
     result.extra["guids"] = guid_rows
+    result.extra["netdev_renames"] = []
     if module._diff and steps:
         result.diffs.insert(0, {"before": "".join("vf %d: %s\n" % (i, _guid.format_guid(observed.get(i, {}).get("admin_node") or 0))
                                                   for i in range(count)),
@@ -584,6 +624,7 @@ def run_ib_vf_guids(module):
 
     timeout = params["timeout"]
     touched = []
+    expect_udev = _expect_udev(host, vf_by_index, rebind_actions)
     try:
         for step in steps:
             index = step["vf"]
@@ -623,6 +664,7 @@ def run_ib_vf_guids(module):
             raise ApplyError("%s; %s" % (exc.msg, outcome), dict(exc.details, restore=outcome),
                              result=result.as_dict(with_diff=False)) from exc
 
+    _report_renames(module, host, pf, vf_by_index, rebind_actions, expect_udev, result, timeout)
     final = observe(host, pf)
     final_admin = _admin_guids(host, commands, pf, count, via)
     after = dict((vf["index"], dict(final_admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"]))
@@ -635,6 +677,37 @@ def run_ib_vf_guids(module):
         if vf is not None:
             row.update({"pci_address": vf["pci_address"], "netdevs": vf["netdevs"], "rdma_device": vf["rdma_device"]})
     return result.as_dict(with_diff=module._diff)
+
+
+def _expect_udev(host, vf_by_index, rebind_actions):
+    """``{index: bool}``: will udev rename the netdev a re-bind of this VF creates?  (see :func:`udev_named`)"""
+    if not rebind_actions:
+        return {}
+    # read before any re-bind (the old names are gone, or another netdev's, afterwards); a VF that had no netdev
+    # (it was unbound) is expected to be renamed when its siblings' names are udev's
+    named = dict((vf["index"], udev_named(host, vf["netdevs"])) for vf in vf_by_index.values() if vf["netdevs"])
+    siblings = any(named.values())
+    return dict((index, named.get(index, siblings)) for index in rebind_actions)
+
+
+def _report_renames(module, host, pf, vf_by_index, rebind_actions, expect, result, timeout):
+    """A re-bind unregisters the VF's netdev and registers a new one, which the kernel names ``ib%d``/``eth%d`` and
+    udev may rename: find each re-bound VF's netdevs again by PCI address and report old -> new on its action and in
+    ``netdev_renames``.  Waits (at most RENAME_SETTLE s) for udev where ``expect`` says udev names them."""
+    if not rebind_actions:
+        return
+    names, pending = settle_vf_netdevs(host, pf, expect, min(timeout, RENAME_SETTLE))
+    renames = []
+    for index, step in sorted(rebind_actions.items()):
+        old, new = vf_by_index[index]["netdevs"], names.get(index, [])
+        step["netdevs_after"] = new
+        if old != new:
+            renames.append({"vf": index, "pci_address": vf_by_index[index]["pci_address"], "old": old, "new": new})
+    if pending:
+        module.warn("udev has not renamed the new netdev of VF %s within %ss (still %s); names reported as found" % (
+            ", ".join(str(i) for i in pending), min(timeout, RENAME_SETTLE),
+            ", ".join("/".join(names[i]) for i in pending)))
+    result.extra["netdev_renames"] = renames
 
 
 def _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout):

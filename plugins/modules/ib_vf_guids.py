@@ -17,7 +17,7 @@ description:
   - A new mlx5 InfiniBand VF has an all-zero node and port GUID; the subnet manager gives it no LID and the pod's
     port stays DOWN. This module sets the same non-zero GUID as node and port GUID of every VF of one PF, then
     re-binds the VF to its driver so the GUID takes effect, and looks the VF's netdev and RDMA device up again by
-    PCI address (the re-bind may rename them).
+    PCI address (the re-bind may rename them; see RV(netdev_renames)).
   - GUIDs are set with C(ip link set <pf> vf N node_guid ... port_guid ...) (netlink, inbox and OFED drivers), or
     through C(sriov/<n>/{node,port}) in the PF's sysfs directory when MLNX/DOCA OFED provides it.
   - A zero GUID, or one that differs from the wanted value, is drift (reported as a change in check mode).
@@ -116,7 +116,20 @@ actions:
   elements: dict
   sample: [{"action": "set_guid", "target": "ibp24s0 vf 0", "node_guid": "02:33:03:00:55:1e:20:00",
             "port_guid": "02:33:03:00:55:1e:20:00", "via": "netlink", "reason": "zero GUID"},
-           {"action": "rebind", "target": "0000:18:00.1", "driver": "mlx5_core"}]
+           {"action": "rebind", "target": "0000:18:00.1", "driver": "mlx5_core", "vf": 0, "netdevs": ["ib0"],
+            "netdevs_after": ["ib1"]}]
+netdev_renames:
+  description:
+    - VFs whose netdev name changed through the re-bind (C(vf), C(pci_address), C(old) and C(new) netdev names),
+      found again by PCI address. A re-bind removes the VF's netdev and registers a new one, which the kernel names
+      with the lowest free C(ib%d)/C(eth%d) and udev may rename; C(rebind)/C(bind) actions carry C(netdevs) (before)
+      and C(netdevs_after).
+    - When the old name was given by udev (C(name_assign_type) 4), the module waits up to 10 s for udev to rename
+      the new netdev too, and warns if it does not.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"vf": 1, "pci_address": "0000:18:00.2", "old": ["ib1"], "new": ["ib0"]}]
 reboot_required:
   description: Always false.
   returned: always

@@ -8,7 +8,7 @@ import yaml
 
 import hwsim
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid, _sriov_host
 from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, sriov_vfs
 from unit.plugins.modules.harness import ModuleFail, run_module
 from unit.plugins.modules.simnode import sim_node
@@ -199,3 +199,65 @@ def test_write_faults_restore_previous_guids(monkeypatch, tmp_path, flavour, fau
         assert admin(sim) == before
         shown = [vf_state(sim, i)[0] for i in range(3)]
         assert shown == ["0200:0000:0000:000%d" % i for i in range(1, 4)], "every VF bound again, showing its old GUID"
+
+
+def naming_spec(tmp_path, naming, udev_rename=0.0):
+    """dgx-h100 with a VF netdev naming scheme (hwsim README "VF netdev names") and udev's rename delay."""
+    spec = yaml.safe_load(pathlib.Path(hwsim.load("dgx-h100").path).read_text())
+    spec["vf_netdev_naming"] = naming
+    spec.setdefault("delays", {})["udev_rename"] = udev_rename
+    path = tmp_path / ("dgx-%s.yaml" % naming)
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def vf_netdevs(sim, index):
+    return sorted(p.name for p in (sim.root / "sys/bus/pci/devices" / IB_PF / ("virtfn%d" % index) / "net").iterdir())
+
+
+def test_kernel_names_renamed_by_the_rebind_are_found_by_pci_address(monkeypatch, tmp_path):
+    """No udev rule names VFs: each re-bound VF takes the lowest free ib%d, so with VF 0 left unbound (an
+    interrupted run) VF 1 and VF 2 come back one number lower and VF 0 takes what is left."""
+    with sim_node(naming_spec(tmp_path, "kernel"), tmp_path, monkeypatch) as sim:
+        make_vfs(monkeypatch, sim, 3)
+        assert [vf_netdevs(sim, i) for i in range(3)] == [["ib0"], ["ib1"], ["ib2"]]
+        (sim.root / "sys/bus/pci/drivers/mlx5_core/unbind").write_text("0000:18:00.1")
+        result = run(monkeypatch, sim, netdev="ibp24s0")
+        assert result["netdev_renames"] == [
+            {"vf": 0, "pci_address": "0000:18:00.1", "old": [], "new": ["ib2"]},
+            {"vf": 1, "pci_address": "0000:18:00.2", "old": ["ib1"], "new": ["ib0"]},
+            {"vf": 2, "pci_address": "0000:18:00.3", "old": ["ib2"], "new": ["ib1"]},
+        ]
+        rebinds = dict((a["vf"], (a["netdevs"], a["netdevs_after"])) for a in result["actions"]
+                       if a["action"] in ("rebind", "bind"))
+        assert rebinds == {0: ([], ["ib2"]), 1: (["ib1"], ["ib0"]), 2: (["ib2"], ["ib1"])}
+        assert [row["netdevs"] for row in result["guids"]] == [["ib2"], ["ib0"], ["ib1"]]
+        assert [vf_netdevs(sim, i) for i in range(3)] == [["ib2"], ["ib0"], ["ib1"]]
+        assert "warnings" not in result
+        assert run(monkeypatch, sim, netdev="ibp24s0")["changed"] is False
+
+
+def test_predictable_names_come_back_after_udev_renames_the_new_netdev(monkeypatch, tmp_path):
+    """udev renames each re-bound VF's new netdev from ib0 to ibp24s0vN 0.3 s later: the module waits for it and
+    reports the final names (unchanged), never the transient kernel name."""
+    with sim_node(naming_spec(tmp_path, "predictable"), tmp_path, monkeypatch) as sim:
+        make_vfs(monkeypatch, sim, 2)
+        before = [vf_netdevs(sim, i) for i in range(2)]
+        assert before == [["ibp24s0v0"], ["ibp24s0v1"]]
+        sim.call({"cmd": "set_delay", "name": "udev_rename", "seconds": 0.3})
+        result = run(monkeypatch, sim, netdev="ibp24s0")
+        assert result["netdev_renames"] == [] and "warnings" not in result
+        assert [a["netdevs_after"] for a in result["actions"] if a["action"] == "rebind"] == before
+        assert [row["netdevs"] for row in result["guids"]] == before
+
+
+def test_udev_rename_that_never_comes_is_a_warning_with_the_kernel_name(monkeypatch, tmp_path):
+    monkeypatch.setattr(_sriov_host, "RENAME_SETTLE", 0.5)
+    with sim_node(naming_spec(tmp_path, "predictable"), tmp_path, monkeypatch) as sim:
+        make_vfs(monkeypatch, sim, 1)
+        sim.call({"cmd": "set_delay", "name": "udev_rename", "seconds": 30})
+        result = run(monkeypatch, sim, netdev="ibp24s0")
+        assert result["netdev_renames"] == [{"vf": 0, "pci_address": "0000:18:00.1", "old": ["ibp24s0v0"],
+                                             "new": ["ib0"]}]
+        assert any("udev has not renamed the new netdev of VF 0" in w and "ib0" in w for w in result["warnings"])
+        assert vf_state(sim, 0)[1] == "4: ACTIVE", "the GUID took effect whatever the netdev is called"
