@@ -302,6 +302,21 @@ def test_the_matrix_is_big_enough():
                             "containerd_rdma", "kubelet_topology", "rdma_facts", "nvidia_peermem"}
 
 
+@pytest.mark.fuse
+def test_the_write_probe_counts_writes(dgx_bench):
+    """The zero-writes check can fail: the probe counts the write()s (sysfs and rtnetlink) of a run that changes the
+    node - new GUIDs for the two VFs."""
+    bench = dgx_bench
+    bench.arm_probe()
+    try:
+        result = bench.run_guids(scheme="list", guids=["02:00:00:00:00:00:00:0a", "02:00:00:00:00:00:00:0b"])
+        assert result["changed"]
+        assert bench.probed_writes() >= 2, "the probe saw %r write()s for two GUID changes" % bench.probed_writes()
+    finally:
+        bench.call({"cmd": "fault_clear"})
+        bench.baseline_run()
+
+
 def _plain_bench(kind, tmp_path, monkeypatch):
     if kind == "fresh":  # a simulated node of its own, for cases that may write (known defects)
         return FactsBench(tmp_path, monkeypatch)

@@ -109,7 +109,7 @@ def plan_rollout(count):
         layout[batch * size + size // 2] = fault
     layout[stop * size] = "modprobe_dir"
     layout[min(stop * size + size - 1, count - 1)] = "sysctl_live"
-    late = [f for f in tolerated[len(early):]] + ["sysctl_dir"]
+    late = tolerated[len(early):] + ["sysctl_dir"]
     last = (batches - 1) * size
     for offset, fault in enumerate(late):
         layout[min(last + offset, count - 1)] = fault
