@@ -3,7 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Observation for ``rdma_facts``: walk sysfs/procfs through :class:`HostRoot` and return plain data.
 
-No AnsibleModule and no commands here.  One pass, every file read at most once:
+No AnsibleModule here, and one command only: the VF admin attributes (trust, spoof check, link state, VLAN/QoS,
+MAC) live in the PF driver and the kernel exposes them through rtnetlink alone (``ip -j link show dev <pf>``,
+``vfinfo_list``), one call per PF that has VFs, and only when ``gather()`` is given a HostCommands.  One pass, every
+file read at most once:
 
 * ``/sys/class/infiniband/*``       RDMA devices (-> their PCI function, ports, GUIDs)
 * the RDMA devices' PCI functions   NUMA node, driver, netdevs, SR-IOV counts, ``virtfnN``/``physfn`` links
@@ -23,14 +26,16 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import posixpath
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _topology as topo
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _sriov, _topology as topo
 
 NVIDIA_VENDOR = "0x10de"
 #: PCI class prefixes of GPUs: 0x0300 VGA-compatible display controller, 0x0302 3D controller
 GPU_CLASS_PREFIXES = ("0x0300", "0x0302")
 SYSCTL_KEYS = ("arp_ignore", "arp_announce", "rp_filter")
 ZERO_GUID = "0000:0000:0000:0000"
+#: per-VF admin attributes read from ``ip link show <pf>`` (None when not read or not reported by the driver)
+VF_ADMIN_KEYS = ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")
 
 _VIRTFN_RE = re.compile(r"^virtfn(\d+)$")
 _GID_RE = re.compile(r"^[0-9a-fA-F]{4}(:[0-9a-fA-F]{4}){7}$")
@@ -193,9 +198,10 @@ class _Pci:
 
 
 class _Discovery:
-    def __init__(self, host):
+    def __init__(self, host, commands=None):
         self.reader = _Reader(host)
         self.host = host
+        self.commands = commands
         self.pci = {}
 
     def pci_at(self, bdf, path):
@@ -267,7 +273,32 @@ class _Discovery:
         for device in devices:
             if device["pci_address"] and not device["is_vf"]:
                 device["vfs"] = self._vfs(self.pci[device["pci_address"]], by_pci)
+                if device["vfs"]:
+                    admin = self.vf_admin(device)
+                    for vf in device["vfs"]:
+                        vf.update((key, (admin.get(vf["index"]) or {}).get(key)) for key in VF_ADMIN_KEYS)
         return devices
+
+    def vf_admin(self, device):
+        """``{vf index: {link_state, trust, spoofchk, vlan, qos, mac, ...}}`` the PF driver holds, from
+        ``ip -j link show dev <pf>`` (the text form when ``ip`` has no JSON output); ``{}`` without commands or
+        without a PF netdev, and ``{}`` plus a problem when ``ip`` fails."""
+        netdevs = [name for name in device["netdevs"] if "." not in name] or device["netdevs"]
+        if self.commands is None or not netdevs:
+            return {}
+        argv = ["ip", "-j", "link", "show", "dev", netdevs[0]]
+        rc, out, err = self.commands.run_kernel(argv)
+        if rc == 0:
+            try:
+                return _sriov.parse_ip_vfs(out)
+            except ParseError:
+                pass
+        argv = ["ip", "link", "show", "dev", netdevs[0]]  # iproute2 without -j (before 4.13, or built without JSON)
+        rc, out, err = self.commands.run_kernel(argv)
+        if rc == 0:
+            return _sriov.parse_ip_vfs_text(out)
+        self.reader.problem(" ".join(argv), "rc=%s: %s" % (rc, (err or out).strip()))
+        return {}
 
     def _vfs(self, pf, by_pci):
         vfs = []
@@ -471,9 +502,10 @@ def parse_rdma_max(text):
     return out
 
 
-def gather(host):
-    """All ``ansible_facts.rdma`` facts of the node behind ``host`` (a :class:`HostRoot`), as plain data."""
-    disc = _Discovery(host)
+def gather(host, commands=None):
+    """All ``ansible_facts.rdma`` facts of the node behind ``host`` (a :class:`HostRoot`), as plain data.
+    ``commands`` (a HostCommands) lets it read the VF admin attributes with ``ip``; without it they are None."""
+    disc = _Discovery(host, commands)
     devices = disc.rdma_devices()
     gpus = disc.gpus(skip=set(disc.pci))
     numa = disc.numa_nodes()

@@ -39,7 +39,13 @@ def parse_ip_vfs(text):
         raise ParseError("ip -j link show printed no link")
     out = {}
     for item in data[0].get("vfinfo_list") or []:
-        vlans = item.get("vlan_list") or [{}]
+        # the kernel sends IFLA_VF_VLAN_LIST since 4.9 (rtnl_fill_vfinfo()): "vlan_list": [{}] at vlan 0, with
+        # "vlan"/"qos" only when non-zero (iproute2 print_vfinfo()); older kernels give "vlan"/"qos" on the VF itself
+        vlans = item.get("vlan_list") or [item]
+        if item.get("link_type"):
+            mac = (item.get("address") or "").lower() if item["link_type"] == "ether" else None
+        else:  # iproute2 before IFLA_VF_BROADCAST printed "mac" (Ethernet only)
+            mac = (item.get("mac") or "").lower() or None
         out[int(item["vf"])] = {
             "node_guid": _int_guid(item.get("node guid")),
             "port_guid": _int_guid(item.get("port guid")),
@@ -48,8 +54,47 @@ def parse_ip_vfs(text):
             "spoofchk": item.get("spoofchk"),
             "vlan": int(vlans[0].get("vlan", 0)),
             "qos": int(vlans[0].get("qos", 0)),
-            "mac": (item.get("address") or "").lower() if item.get("link_type") == "ether" else None,
+            "mac": mac,
         }
+    return out
+
+
+_VF_LINE = re.compile(r"^\s*vf (\d+)\s+(.*)$")
+_ON_OFF = {"on": True, "off": False}
+
+
+def parse_ip_vfs_text(text):
+    """``ip link show <pf>`` (no ``-j``: iproute2 before 4.13 or built without JSON) -> the same dict as
+    :func:`parse_ip_vfs`.  One line per VF from print_vfinfo(): ``vf N     link/ether <mac> brd <b>`` (or ``vf N
+    MAC <mac>`` before IFLA_VF_BROADCAST), then ``, vlan V``, ``, qos Q`` (non-zero only), ``, spoof checking on|off``,
+    ``, NODE_GUID g, PORT_GUID g``, ``, link-state auto|enable|disable``, ``, trust on|off``, ``, query_rss on|off``
+    - each only when the driver reported it (None otherwise)."""
+    out = {}
+    for line in text.splitlines():
+        match = _VF_LINE.match(line)
+        if not match:
+            continue
+        head, _sep, rest = match.group(2).partition(", ")
+        words = head.split()
+        entry = {"node_guid": None, "port_guid": None, "link_state": None, "trust": None, "spoofchk": None,
+                 "vlan": 0, "qos": 0, "mac": None}
+        if words[:1] == ["MAC"] and len(words) > 1:
+            entry["mac"] = words[1].lower()
+        elif words[:1] == ["link/ether"] and len(words) > 1:
+            entry["mac"] = words[1].lower()
+        for field in (rest.split(", ") if rest else []):
+            key, _sep, value = field.strip().rpartition(" ")
+            if key in ("vlan", "qos") and value.isdigit():
+                entry[key] = int(value)
+            elif key == "spoof checking" and value in _ON_OFF:
+                entry["spoofchk"] = _ON_OFF[value]
+            elif key == "trust" and value in _ON_OFF:
+                entry["trust"] = _ON_OFF[value]
+            elif key == "link-state":
+                entry["link_state"] = value
+            elif key in ("NODE_GUID", "PORT_GUID"):
+                entry["node_guid" if key == "NODE_GUID" else "port_guid"] = _int_guid(value)
+        out[int(match.group(1))] = entry
     return out
 
 

@@ -13,7 +13,9 @@ module: rdma_facts
 short_description: Gather RDMA, SR-IOV, GPU and GPU-NIC topology facts of a node
 version_added: 0.1.0
 description:
-  - Reads sysfs and procfs (nothing else, no commands) and returns C(ansible_facts.rdma).
+  - Reads sysfs and procfs and returns C(ansible_facts.rdma). The only command it runs is C(ip link show dev <pf>)
+    (C(-j) JSON, or the text form when C(ip) lacks it), once per PF that has VFs, for the VF admin attributes the
+    kernel exposes only through rtnetlink (trust, spoof check, link state, VLAN/QoS, MAC).
   - "RDMA devices with their PCI function, NUMA node, driver, netdevs, ports, node GUID, SR-IOV counts and VFs
     (with the VF GUIDs when the VF has its own RDMA device)."
   - "NVIDIA GPUs and the GPU to RDMA device distance classes of C(nvidia-smi topo -m) (PIX, PXB, PHB, NODE, SYS),
@@ -209,6 +211,41 @@ ansible_facts:
                   type: str
                   returned: always
                   sample: "0000:0000:0000:0000"
+                link_state:
+                  description:
+                    - Administrative link state the PF driver holds for the VF (C(ip link set <pf> vf N state)),
+                      V(auto), V(enable) or V(disable); read from C(vfinfo_list) of C(ip -j link show dev <pf>).
+                    - This and the other admin attributes are V(null) when they could not be read (no PF netdev,
+                      C(ip) failed - see RV(ansible_facts.rdma.problems)) or the driver does not report them.
+                  type: str
+                  returned: always
+                  sample: auto
+                trust:
+                  description: VF trust (C(ip link set <pf> vf N trust on|off)); IPoIB PFs report V(false).
+                  type: bool
+                  returned: always
+                  sample: false
+                spoofchk:
+                  description: VF MAC spoof checking; IPoIB PFs report V(false).
+                  type: bool
+                  returned: always
+                  sample: true
+                vlan:
+                  description: VF VLAN id the PF tags the VF's traffic with, V(0) for none.
+                  type: int
+                  returned: always
+                  sample: 0
+                qos:
+                  description: 802.1p priority of that VLAN, V(0) for none.
+                  type: int
+                  returned: always
+                  sample: 0
+                mac:
+                  description: Administrative MAC of an Ethernet VF (V(00:00:00:00:00:00) when unset), V(null) on
+                    InfiniBand.
+                  type: str
+                  returned: always
+                  sample: "00:00:00:00:00:00"
         gpus:
           description: NVIDIA (vendor 0x10de) VGA and 3D controllers (PCI class 0x0300xx and 0x0302xx).
           returned: always
@@ -398,8 +435,9 @@ def main():
     )
     try:
         host = HostRoot(module.params["host_root"])
-        facts = gather(host)
-        facts["runtime"] = runtime_facts(host, HostCommands(module, host))
+        commands = HostCommands(module, host)
+        facts = gather(host, commands)
+        facts["runtime"] = runtime_facts(host, commands)
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
     except RdmaNodeError as exc:

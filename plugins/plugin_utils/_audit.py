@@ -324,6 +324,57 @@ def vf_guids(facts):
     return out
 
 
+#: per-VF attributes sriov_vfs sets (``vf_defaults`` / ``vfs`` of an ``sriov_pfs`` entry) and rdma_facts reads back
+VF_ATTR_KEYS = ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")
+
+
+def desired_vf_attrs(spec, count):
+    """``{index: {attr: value}}`` a ``sriov_pfs`` entry asks for: ``vf_defaults`` overlaid with the ``vfs`` entry of
+    each index, as sriov_vfs applies them (only the attributes that are set; VFs asking for none are left out)."""
+    base = dict((k, v) for k, v in (spec.get("vf_defaults") or {}).items() if k in VF_ATTR_KEYS and v is not None)
+    out = dict((index, dict(base)) for index in range(count or 0))
+    for entry in spec.get("vfs") or []:
+        index = entry.get("index") if isinstance(entry, dict) else None
+        if index in out:
+            out[index].update((k, v) for k, v in entry.items() if k in VF_ATTR_KEYS and v is not None)
+    return dict((index, attrs) for index, attrs in out.items() if attrs)
+
+
+def _vf_attrs(checks, pf, spec, label):
+    """``sriov.vf_attrs``: the VF admin attributes rdma_facts read (``ip link show <pf>``) against the desired ones."""
+    wanted = desired_vf_attrs(spec, spec.get("num_vfs"))
+    if not wanted:
+        return
+    vfs = dict((vf.get("index"), vf) for vf in pf.get("vfs") or [])
+    differ, unknown, missing = {}, [], []
+    live = {}
+    for index, attrs in sorted(wanted.items()):
+        vf = vfs.get(index)
+        if vf is None:
+            missing.append(index)
+            continue
+        live[str(index)] = dict((key, vf.get(key)) for key in attrs)
+        for key, value in sorted(attrs.items()):
+            have = vf.get(key)
+            if have is None:
+                unknown.append("VF %d %s" % (index, key))
+            elif (have.lower() if key == "mac" else have) != (value.lower() if key == "mac" else value):
+                differ.setdefault(str(index), []).append(key)
+    desired = dict((str(index), attrs) for index, attrs in sorted(wanted.items()))
+    if differ or missing:
+        detail = "; ".join(["VF %s: %s differ" % (index, ", ".join(keys)) for index, keys in sorted(differ.items())]
+                           + (["VF %s absent" % ", ".join(str(i) for i in missing)] if missing else []))
+        checks.add("sriov.vf_attrs", "drift", subject=label, desired=desired, live=live,
+                   remedy="run the sriov role (sriov_vfs sets VF trust, spoofchk, link state, VLAN/QoS, MAC)",
+                   detail=detail)
+    elif unknown:
+        checks.add("sriov.vf_attrs", "unknown", subject=label, desired=desired, live=live,
+                   detail="not read (ip link show of the PF failed or the driver does not report them): %s"
+                   % ", ".join(unknown))
+    else:
+        checks.add("sriov.vf_attrs", "ok", subject=label, desired=desired, live=live)
+
+
 def _sriov(checks, facts, desired):
     devices = facts.get("devices") or []
     state = (facts.get("persisted") or {}).get("sriov")
@@ -354,6 +405,7 @@ def _sriov(checks, facts, desired):
             remedy = "run the sriov role (the boot unit's state file does not recreate these VFs)"
         checks.add("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
                    remedy=remedy)
+        _vf_attrs(checks, pf, spec, label)
     seen = {}
     for device in devices:
         if device.get("is_vf") or not device.get("vfs"):

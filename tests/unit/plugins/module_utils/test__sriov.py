@@ -142,3 +142,49 @@ def test_plan_vf_attrs_and_argv():
     assert s.ip_vf_argv("ib0", 0, {"link_state": "auto", "trust": False}) == ["ip", "link", "set", "ib0", "vf", "0",
                                                                               "trust", "off", "state", "auto"]
     assert s.plan_vf_attrs(desired, {}) == [(0, {"link_state": "auto"}), (1, desired[1]), (2, desired[2])]
+
+
+# print_vfinfo() text lines (iproute2 ip/ipaddress.c), as `ip link show dev <pf>` prints them without -j
+IB_ADDR = "00:00:10:49:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:55:1e:20"
+IB_BRD = "00:ff:ff:ff:ff:12:40:1b:ff:ff:00:00:00:00:00:00:ff:ff:ff:ff"
+IP_TEXT_IB = "\n".join([
+    "4: ibp24s0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 4092 qdisc mq state UP mode DEFAULT group default qlen 256",
+    "    link/infiniband %s brd %s" % (IB_ADDR, IB_BRD),
+    "    vf 0     link/infiniband %s brd %s, spoof checking off, NODE_GUID 02:ea:03:00:55:1e:20:00, "
+    "PORT_GUID 02:ea:03:00:55:1e:20:00, link-state auto, trust off, query_rss off" % (IB_ADDR, IB_BRD),
+    "    vf 1     link/infiniband %s brd %s, spoof checking off, NODE_GUID 00:00:00:00:00:00:00:00, "
+    "PORT_GUID 00:00:00:00:00:00:00:00, link-state disable, trust off, query_rss off" % (IB_ADDR, IB_BRD),
+]) + "\n"
+IP_TEXT_ETH = "\n".join([
+    "2: ens1f0np0: <BROADCAST,MULTICAST> mtu 1500 qdisc noop state DOWN mode DEFAULT group default qlen 1000",
+    "    link/ether b8:3f:d2:40:00:00 brd ff:ff:ff:ff:ff:ff",
+    "    vf 0     link/ether 00:00:00:00:00:00 brd ff:ff:ff:ff:ff:ff, spoof checking on, link-state auto, trust off",
+    "    vf 1     link/ether 02:AA:BB:CC:DD:01 brd ff:ff:ff:ff:ff:ff, vlan 100, qos 3, tx rate 100 (Mbps), "
+    "spoof checking off, link-state disable, trust on, query_rss off",
+    "    vf 2 MAC 02:aa:bb:cc:dd:02, vlan 7, spoof checking on, link-state enable",
+]) + "\n"
+
+
+def test_parse_ip_vfs_text_matches_the_json_reading():
+    ib = s.parse_ip_vfs_text(IP_TEXT_IB)
+    assert ib == dict((i, dict(v, vlan=0, qos=0)) for i, v in s.parse_ip_vfs(IP_JSON).items())
+    eth = s.parse_ip_vfs_text(IP_TEXT_ETH)
+    assert eth[0] == {"node_guid": None, "port_guid": None, "link_state": "auto", "trust": False, "spoofchk": True,
+                      "vlan": 0, "qos": 0, "mac": "00:00:00:00:00:00"}
+    assert (eth[1]["vlan"], eth[1]["qos"], eth[1]["trust"], eth[1]["spoofchk"], eth[1]["link_state"], eth[1]["mac"]) == (
+        100, 3, True, False, "disable", "02:aa:bb:cc:dd:01")
+    # iproute2 before IFLA_VF_BROADCAST ("MAC"), a driver reporting no trust: None, not False
+    assert (eth[2]["mac"], eth[2]["vlan"], eth[2]["trust"], eth[2]["link_state"]) == (
+        "02:aa:bb:cc:dd:02", 7, None, "enable")
+    assert s.parse_ip_vfs_text("1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536\n") == {}
+
+
+def test_parse_ip_vfs_reads_vlan_list_as_the_kernel_sends_it():
+    text = json.dumps([{"ifname": "ens1f0np0", "vfinfo_list": [
+        {"vf": 0, "link_type": "ether", "address": "00:00:00:00:00:00", "vlan_list": [{}],
+         "rate": {"max_tx": 0, "min_tx": 0}, "spoofchk": True, "link_state": "auto", "trust": False, "query_rss_en": False},
+        {"vf": 1, "mac": "02:00:00:00:00:01", "vlan": 5, "qos": 1, "spoofchk": True}]}])  # pre-4.9 kernel, old ip
+    vfs = s.parse_ip_vfs(text)
+    assert (vfs[0]["vlan"], vfs[0]["qos"], vfs[0]["mac"]) == (0, 0, "00:00:00:00:00:00")
+    assert (vfs[1]["vlan"], vfs[1]["qos"], vfs[1]["mac"], vfs[1]["trust"], vfs[1]["link_state"]) == (
+        5, 1, "02:00:00:00:00:01", None, None)

@@ -83,7 +83,10 @@ def test_check_mode_returns_facts_and_changes_nothing(node):
     assert facts["devices"][0]["vfs"][0]["node_guid"] == "0000:0000:0000:0000"
     assert facts["gpu_nic_affinity"] == {"0000:1b:00.0": {"mlx5_0": "PIX", "mlx5_12": "PIX"}}
     assert facts["netns_mode"] == "shared"
-    assert facts["problems"] == []
+    # a bare file tree has no kernel behind it: the PF's VF admin attributes (rtnetlink only) cannot be read, and
+    # that is said, not hidden
+    assert [p["path"] for p in facts["problems"]] == ["ip link show dev ibp24s0"]
+    assert facts["devices"][0]["vfs"][0]["trust"] is None
     # a node tree with no container runtime: reported as absent, not guessed
     assert set(facts["runtime"]) == {"containerd", "kubelet"}
     after = sorted(str(p) + (os.readlink(str(p)) if p.is_symlink() else "") for p in node.rglob("*"))
@@ -191,3 +194,88 @@ def test_real_cli_ad_hoc_on_simulated_dgx_h100(dgx, tmp_path):
     )
     assert bad.returncode != 0
     assert "does not exist" in bad.stdout + bad.stderr
+
+
+# -- VF admin attributes (ip link show <pf> vfinfo_list) ------------------------------------------------------------
+def _vf_facts(monkeypatch, sim, pf_netdev):
+    from unit.plugins.modules.harness import run_module  # pylint: disable=import-outside-toplevel
+    result = run_module(monkeypatch, rdma_facts.main, {"host_root": str(sim.root)})
+    return next(d for d in result["ansible_facts"]["rdma"]["devices"] if pf_netdev in d["netdevs"]), result
+
+
+def _make_vfs(monkeypatch, sim, netdev, count, **attrs):
+    from unit.plugins.modules.harness import run_module  # pylint: disable=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.modules import sriov_vfs  # pylint: disable=import-outside-toplevel
+    args = dict({"host_root": str(sim.root), "netdev": netdev, "num_vfs": count}, **attrs)
+    run_module(monkeypatch, sriov_vfs.main, args)
+
+
+@pytest.mark.skipif(hwsim is None, reason="tests/hwsim not importable")
+def test_vf_admin_attributes_on_ethernet_and_infiniband(monkeypatch, tmp_path):
+    from unit.plugins.modules.simnode import sim_node  # pylint: disable=import-outside-toplevel
+    with sim_node("roce-cx6dx", tmp_path, monkeypatch) as sim:
+        _make_vfs(monkeypatch, sim, "ens1f0np0", 2, vf_defaults={"trust": True, "spoofchk": False},
+                  vfs=[{"index": 1, "vlan": 100, "qos": 3, "link_state": "disable", "mac": "02:aa:bb:cc:dd:01"}])
+        pf, result = _vf_facts(monkeypatch, sim, "ens1f0np0")
+        admin = [dict((k, vf[k]) for k in ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")) for vf in pf["vfs"]]
+        assert admin == [
+            {"link_state": "auto", "trust": True, "spoofchk": False, "vlan": 0, "qos": 0, "mac": "00:00:00:00:00:00"},
+            {"link_state": "disable", "trust": True, "spoofchk": False, "vlan": 100, "qos": 3, "mac": "02:aa:bb:cc:dd:01"},
+        ]
+        assert result["ansible_facts"]["rdma"]["problems"] == []
+        other = next(d for d in result["ansible_facts"]["rdma"]["devices"] if "ens1f1np1" in d["netdevs"])
+        assert other["vfs"] == [], "a PF without VFs costs no ip call and has no VF rows"
+    with sim_node("dgx-h100", tmp_path / "ib", monkeypatch) as sim:
+        _make_vfs(monkeypatch, sim, "ibp24s0", 2, vfs=[{"index": 0, "link_state": "auto"}])
+        pf, dummy_result = _vf_facts(monkeypatch, sim, "ibp24s0")
+        assert [(vf["link_state"], vf["trust"], vf["spoofchk"], vf["vlan"], vf["mac"]) for vf in pf["vfs"]] == [
+            ("auto", False, False, 0, None), ("disable", False, False, 0, None)]
+
+
+def _fake_ip(tmp_path, monkeypatch, body):
+    """An ``ip`` first on PATH (before the hwsim shim): ``body`` is shell run before handing over to the shim."""
+    directory = tmp_path / "fakebin"
+    directory.mkdir()
+    script = directory / "ip"
+    script.write_text("#!/bin/sh\n%s\nexec %s/ip \"$@\"\n" % (body, hwsim_shims()))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (directory, os.environ["PATH"]))
+
+
+def hwsim_shims():
+    return pathlib.Path(hwsim.__file__).resolve().parent / "shims"
+
+
+@pytest.mark.skipif(hwsim is None, reason="tests/hwsim not importable")
+def test_vf_admin_attributes_from_ip_without_json(monkeypatch, tmp_path):
+    """iproute2 before 4.13 has no -j: the text form is parsed instead (same values)."""
+    from unit.plugins.modules.simnode import sim_node  # pylint: disable=import-outside-toplevel
+    with sim_node("roce-cx6dx", tmp_path, monkeypatch) as sim:
+        _make_vfs(monkeypatch, sim, "ens1f0np0", 2, vfs=[{"index": 1, "vlan": 7, "qos": 2, "trust": True}])
+        json_pf, dummy = _vf_facts(monkeypatch, sim, "ens1f0np0")
+        _fake_ip(tmp_path, monkeypatch, 'case "$1" in -j) echo \'Option "-j" is unknown, try "ip -help".\' >&2; '
+                                        'exit 255;; esac')
+        text_pf, result = _vf_facts(monkeypatch, sim, "ens1f0np0")
+        assert text_pf["vfs"] == json_pf["vfs"] and text_pf["vfs"][1]["vlan"] == 7 and text_pf["vfs"][1]["trust"]
+        assert result["ansible_facts"]["rdma"]["problems"] == []
+
+
+@pytest.mark.skipif(hwsim is None, reason="tests/hwsim not importable")
+def test_vf_admin_attributes_unreadable_are_null_and_a_problem(monkeypatch, tmp_path):
+    from unit.plugins.modules.simnode import sim_node  # pylint: disable=import-outside-toplevel
+    with sim_node("roce-cx6dx", tmp_path, monkeypatch) as sim:
+        _make_vfs(monkeypatch, sim, "ens1f0np0", 1)
+        _fake_ip(tmp_path, monkeypatch, 'echo "Cannot open netlink socket: Permission denied" >&2; exit 1')
+        pf, result = _vf_facts(monkeypatch, sim, "ens1f0np0")
+        assert pf["vfs"][0]["trust"] is None and pf["vfs"][0]["link_state"] is None
+        assert pf["vfs"][0]["pci_address"] and pf["vfs"][0]["driver"] == "mlx5_core", "sysfs facts unaffected"
+        problems = result["ansible_facts"]["rdma"]["problems"]
+        assert problems == [{"path": "ip link show dev ens1f0np0",
+                             "error": "rc=1: Cannot open netlink socket: Permission denied"}]
+
+
+def test_gather_without_commands_leaves_vf_admin_attributes_null(node):
+    facts = gather(HostRoot(str(node)))
+    assert facts["problems"] == []
+    vf = facts["devices"][0]["vfs"][0]
+    assert vf["pci_address"] and all(vf[key] is None for key in ("link_state", "trust", "spoofchk", "vlan", "qos", "mac"))

@@ -438,3 +438,63 @@ def test_doca_version_only_when_provisioning_installs_doca(rendered, packages, w
                                       ["drivers"]))
     assert checks[("drivers.doca_version", "doca-ofed")]["status"] == status
     assert ("drivers.doca_version", "doca-ofed") not in by_key(_audit.audit_host(facts, desired(), ["drivers"]))
+
+
+def _with_vf_admin(facts, pf_name, admin):
+    """rdma_facts' VF admin attributes (ip link show <pf> vfinfo_list) written into a converged PF's VFs."""
+    pf = next(d for d in facts["devices"] if d["name"] == pf_name)
+    for vf in pf["vfs"]:
+        vf.update({"link_state": "auto", "trust": False, "spoofchk": True, "vlan": 0, "qos": 0,
+                   "mac": "00:00:00:00:00:00"})
+        vf.update(admin.get(vf["index"], {}))
+    return pf
+
+
+def test_desired_vf_attrs_overlay_defaults_with_per_vf_entries():
+    spec = {"num_vfs": 3, "vf_defaults": {"trust": True, "vlan": None},
+            "vfs": [{"index": 1, "vlan": 100, "qos": 3}, {"index": 7, "trust": False}]}
+    assert _audit.desired_vf_attrs(spec, 3) == {0: {"trust": True}, 1: {"trust": True, "vlan": 100, "qos": 3},
+                                                2: {"trust": True}}
+    assert _audit.desired_vf_attrs({"num_vfs": 2}, 2) == {}
+
+
+def test_sriov_vf_attrs_ok_drift_absent_and_unknown(rendered):
+    spec = {"netdev": "ens1f0np0", "num_vfs": 2, "vf_defaults": {"trust": True, "spoofchk": False},
+            "vfs": [{"index": 1, "vlan": 100, "qos": 3, "mac": "02:AA:BB:CC:DD:01"}]}
+    want = desired(sriov_pfs=[spec])
+    facts = converge(rendered["roce-cx6dx"], sriov={"mlx5_0": 2})
+    pf = _with_vf_admin(facts, "mlx5_0", {0: {"trust": True, "spoofchk": False},
+                                          1: {"trust": True, "spoofchk": False, "vlan": 100, "qos": 3,
+                                              "mac": "02:aa:bb:cc:dd:01"}})
+    check = by_key(_audit.audit_host(facts, want, NODE_LAYERS))[("sriov.vf_attrs", "ens1f0np0")]
+    assert check["status"] == "ok"
+    assert check["desired"]["1"] == {"trust": True, "spoofchk": False, "vlan": 100, "qos": 3, "mac": "02:AA:BB:CC:DD:01"}
+
+    pf["vfs"][1]["vlan"] = 0  # someone ran `ip link set ens1f0np0 vf 1 vlan 0`
+    pf["vfs"][0]["trust"] = False
+    check = by_key(_audit.audit_host(facts, want, NODE_LAYERS))[("sriov.vf_attrs", "ens1f0np0")]
+    assert check["status"] == "drift" and "sriov role" in check["remedy"]
+    assert check["detail"] == "VF 0: trust differ; VF 1: vlan differ"
+    assert check["live"]["1"]["vlan"] == 0
+
+    pf["vfs"] = pf["vfs"][:1]
+    pf["vfs"][0]["trust"] = True
+    check = by_key(_audit.audit_host(facts, want, NODE_LAYERS))[("sriov.vf_attrs", "ens1f0np0")]
+    assert (check["status"], check["detail"]) == ("drift", "VF 1 absent")
+
+    facts = converge(rendered["roce-cx6dx"], sriov={"mlx5_0": 2})
+    _with_vf_admin(facts, "mlx5_0", {0: {"trust": None, "spoofchk": False},
+                                     1: {"trust": True, "spoofchk": False, "vlan": 100, "qos": 3,
+                                         "mac": "02:aa:bb:cc:dd:01"}})
+    check = by_key(_audit.audit_host(facts, want, NODE_LAYERS))[("sriov.vf_attrs", "ens1f0np0")]
+    assert check["status"] == "unknown" and "VF 0 trust" in check["detail"]
+
+
+def test_no_vf_attrs_check_without_desired_attributes(rendered):
+    facts = converge(rendered["dgx-h100"], sriov={"mlx5_0": 2})
+    checks = _audit.audit_host(facts, desired(sriov_pfs=[{"rdma_device": "mlx5_0", "num_vfs": 2}]), NODE_LAYERS)
+    assert not [c for c in checks if c["id"] == "sriov.vf_attrs"]
+    ib = desired(sriov_pfs=[{"rdma_device": "mlx5_0", "num_vfs": 2, "vf_defaults": {"link_state": "auto"}}])
+    _with_vf_admin(facts, "mlx5_0", {1: {"link_state": "disable"}})
+    check = by_key(_audit.audit_host(facts, ib, NODE_LAYERS))[("sriov.vf_attrs", "mlx5_0")]
+    assert (check["status"], check["detail"]) == ("drift", "VF 1: link_state differ")
