@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side filters of the fabric acceptance (documented in rdma_validate*.yml): the thin layer between the
+hosts' registered results and the pure logic in plugin_utils/_validate.py."""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import _plain
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _validate
+
+
+def _var(hostvars, host, name):
+    try:
+        return _plain(hostvars[host].get(name))
+    except KeyError:
+        return None
+
+
+def _ok(registered):
+    """The registered result, or None when the host was unreachable, failed, or skipped the task."""
+    if not isinstance(registered, Mapping) or registered.get("unreachable") or registered.get("failed") \
+            or registered.get("skipped") and "jobs" not in registered and "ports" not in registered:
+        return None
+    return registered
+
+
+def rdma_validate_rails(facts, configured=None):
+    """The rails of one node: ``configured`` (inventory) when given, else every non-VF RDMA device, port 1."""
+    try:
+        return _validate.parse_rails(configured) if configured else _validate.default_rails(_plain(facts))
+    except _validate.ValidateInputError as exc:
+        raise AnsibleFilterError("rdma_validate_rails: %s" % exc) from exc
+
+
+def rdma_validate_probe_devices(rails, gid_index=None):
+    """The ``devices`` of rdma_perftest's probe: each rail's device and port, with the node's fixed GID index."""
+    return [{"device": r["device"], "port": r["port"], "gid_index": gid_index} for r in _plain(rails) or []]
+
+
+def rdma_validate_pairs(hosts, pairs=None):
+    """``[[client, server]]``: ``pairs`` checked against the hosts, or a ring of the hosts."""
+    try:
+        hosts = list(hosts)
+        return [list(p) for p in (_validate.explicit_pairs(hosts, _plain(pairs)) if pairs else _validate.ring_pairs(hosts))]
+    except _validate.ValidateInputError as exc:
+        raise AnsibleFilterError("rdma_validate_pairs: %s" % exc) from exc
+
+
+def rdma_validate_plan(pairs, hostvars, base_port=18515, rails_var="rdma_validate__rails",
+                       probe_var="rdma_validate__probe"):
+    """The jobs of every pair x rail, from each host's rails and probe result."""
+    hosts = sorted(set(h for p in pairs for h in p))
+    rails = dict((h, _var(hostvars, h, rails_var) or []) for h in hosts)
+    probes = {}
+    for host in hosts:
+        registered = _var(hostvars, host, probe_var)
+        probes[host] = None if not isinstance(registered, Mapping) or registered.get("unreachable") else registered
+    return _validate.plan([tuple(p) for p in pairs], rails, probes, int(base_port))
+
+
+def _by_id(registered):
+    registered = _ok(registered)
+    return dict((j["id"], j) for j in (registered or {}).get("jobs") or [])
+
+
+def rdma_validate_report(the_plan, hosts, hostvars, settings=None, generated=None, prefix="rdma_validate__"):
+    """The report (``summary``, ``pairs``, ``nodes``) from the plan and each host's registered results."""
+    settings = dict(_plain(settings) or {})
+    the_plan = _plain(the_plan)
+    servers, stops, clients, facts = {}, {}, {}, {}
+    for host in hosts:
+        servers.update(_by_id(_var(hostvars, host, prefix + "server")))
+        stops.update(_by_id(_var(hostvars, host, prefix + "stop")))
+        clients.update(_by_id(_var(hostvars, host, prefix + "client")))
+        registered = _ok(_var(hostvars, host, prefix + "facts"))
+        facts[host] = ((registered or {}).get("ansible_facts") or {}).get("rdma")
+    rows = []
+    for job in the_plan["jobs"]:
+        server = dict(servers.get(job["id"]) or {})
+        if job["id"] in stops:
+            server["stop"] = stops[job["id"]]
+        rows.append(_validate.judge(job, server, clients.get(job["id"]), facts, settings))
+    nodes = []
+    for host in hosts:
+        probe = _var(hostvars, host, prefix + "probe")
+        if isinstance(probe, Mapping) and (probe.get("unreachable") or probe.get("failed")):
+            probe = {"failed": True, "msg": probe.get("msg")}
+        elif not isinstance(probe, Mapping):
+            probe = None
+        nccl = _var(hostvars, host, prefix + "nccl")
+        nccl = (nccl or {}).get("nccl") if isinstance(nccl, Mapping) and "nccl" in nccl else \
+            ({"msg": (nccl or {}).get("msg")} if isinstance(nccl, Mapping) else None)
+        nodes.extend(_validate.node_rows(host, probe, nccl, bool(settings.get("nccl"))))
+    return _validate.report(rows, nodes, settings, generated)
+
+
+def rdma_validate_markdown(report):
+    return _validate.markdown(_plain(report))
+
+
+def rdma_validate_junit(report):
+    return _validate.junit(_plain(report))
+
+
+def rdma_validate_summary(report, limit=20):
+    return _validate.short_summary(_plain(report), int(limit))
+
+
+class FilterModule:  # pylint: disable=too-few-public-methods
+    """rdma.k8s_node fabric acceptance filters."""
+
+    def filters(self):
+        return {
+            "rdma_validate_rails": rdma_validate_rails,
+            "rdma_validate_pairs": rdma_validate_pairs,
+            "rdma_validate_probe_devices": rdma_validate_probe_devices,
+            "rdma_validate_plan": rdma_validate_plan,
+            "rdma_validate_report": rdma_validate_report,
+            "rdma_validate_markdown": rdma_validate_markdown,
+            "rdma_validate_junit": rdma_validate_junit,
+            "rdma_validate_summary": rdma_validate_summary,
+        }

@@ -1,0 +1,200 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure parts of the fabric acceptance on the node: the RoCE GID table and its index choice, perftest's command
+lines and output, NCCL's INFO log.  Text in, data out; no I/O (plugins/modules/rdma_perftest.py does that)."""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import re
+
+# perftest's default TCP port for exchanging the QP numbers (-p); each rail gets its own above it
+DEFAULT_TCP_PORT = 18515
+ROCE_V2 = "RoCE v2"
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+_RESULT_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>Gb/sec|MB/sec|MiB/sec)\]\s+"
+                            r"BW average\[(?P=unit)\]\s+MsgRate\[Mpps\]")
+_NUMBER = r"[-+]?\d+(?:\.\d+)?"
+_RESULT_LINE = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>%s)\s+(?P<avg>%s)\s+(?P<rate>%s)\s*$"
+                          % (_NUMBER, _NUMBER, _NUMBER))
+_HEADER_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z .*_/-]*?)\s*:\s*(?P<value>[^\t]*?)\s*$")
+# perftest's own failure messages (from its sources and the captures in tests/unit/.../perftest/)
+_ERROR = re.compile(r"(?i)(couldn'?t|unable to|failed|error|not found|no ib devices|invalid|refused|timed? ?out)")
+
+
+def gid_table(entries):
+    """The port's GID table from sysfs: ``entries`` is ``[(index, gid, type, ndev)]`` as read from
+    ``ports/N/gids/I``, ``gid_attrs/types/I`` and ``gid_attrs/ndevs/I``; empty (all-zero) entries are dropped."""
+    table = []
+    for index, gid, gid_type, ndev in entries:
+        if gid is None or gid.lower() == ZERO_GID or gid_type is None:
+            continue
+        table.append({"index": int(index), "gid": gid.lower(), "type": gid_type, "ndev": ndev,
+                      "ipv4": ipv4_of_gid(gid)})
+    return sorted(table, key=lambda e: e["index"])
+
+
+def ipv4_of_gid(gid):
+    """``a.b.c.d`` of an IPv4-mapped GID (``0000:...:ffff:0a00:0001``), else None."""
+    parts = gid.lower().split(":")
+    if len(parts) != 8 or parts[:5] != ["0000"] * 5 or parts[5] != "ffff":
+        return None
+    try:
+        high, low = int(parts[6], 16), int(parts[7], 16)
+    except ValueError:
+        return None
+    return "%d.%d.%d.%d" % (high >> 8, high & 0xFF, low >> 8, low & 0xFF)
+
+
+def choose_gid_index(table, link_layer, wanted=None):
+    """``(index, problem)``: the GID index perftest must use (``-x``) and why it cannot, if so.
+
+    InfiniBand needs none (``(None, None)``).  On RoCE the right entry is the RoCE v2 GID of the netdev's IPv4
+    address, which is what ``show_gids`` users pick by hand; ``wanted`` (an operator's fixed index) is checked
+    against the table instead of chosen.
+    """
+    if link_layer != "Ethernet":
+        return wanted, None
+    by_index = dict((e["index"], e) for e in table)
+    if wanted is not None:
+        entry = by_index.get(int(wanted))
+        if entry is None:
+            return int(wanted), "GID index %s is empty on this port" % wanted
+        if entry["type"] != ROCE_V2 or entry["ipv4"] is None:
+            return int(wanted), "GID index %s is %s %s, not the RoCE v2 IPv4 entry%s" % (
+                wanted, entry["type"], entry["gid"], _best_hint(table))
+        return int(wanted), None
+    best = [e for e in table if e["type"] == ROCE_V2 and e["ipv4"]]
+    if not best:
+        return None, "no RoCE v2 GID with an IPv4 address (has the netdev an IPv4 address?)"
+    return best[0]["index"], None
+
+
+def _best_hint(table):
+    best = [e for e in table if e["type"] == ROCE_V2 and e["ipv4"]]
+    return "; the RoCE v2 IPv4 entry is index %d (%s)" % (best[0]["index"], best[0]["ipv4"]) if best else ""
+
+
+def rate_gbps(rate):
+    """Line rate in Gb/s from sysfs ``ports/N/rate`` (``"200 Gb/sec (4X HDR)"``, ``"2.5 Gb/sec (1X SDR)"``)."""
+    match = re.match(r"^\s*(%s)\s*Gb/sec" % _NUMBER, rate or "")
+    return float(match.group(1)) if match else None
+
+
+def server_argv(binary, device, ib_port, tcp_port, gid_index=None, size=65536, duration=None, iterations=None,
+                qps=1, rdma_cm=False):
+    """ib_write_bw's server command line (no peer address).  ``-F``: no CPU-frequency warning failure;
+    ``--report_gbits``: the result in Gb/s, the unit of a port's line rate."""
+    argv = [binary, "-d", device, "-i", str(ib_port), "-p", str(tcp_port), "-s", str(size), "-q", str(qps),
+            "-F", "--report_gbits"]
+    if rdma_cm:
+        argv.append("-R")
+    if gid_index is not None:
+        argv += ["-x", str(gid_index)]
+    if duration:
+        argv += ["-D", str(duration)]
+    elif iterations:
+        argv += ["-n", str(iterations)]
+    return argv
+
+
+def client_argv(binary, device, ib_port, tcp_port, server, **kwargs):
+    """The client's command line: the server's, plus the server's address."""
+    return server_argv(binary, device, ib_port, tcp_port, **kwargs) + [server]
+
+
+def parse_perftest(text):
+    """perftest's output as data: the header fields, the result row (Gb/s) and the error lines.
+
+    ``{"fields": {...}, "bytes", "iterations", "peak_gbps", "avg_gbps", "msg_rate_mpps", "errors": [...]}``; the
+    numbers are None when no result row was printed.  ``MB/sec`` (a run without ``--report_gbits``) is converted
+    (1 MB = 2^20 bytes in perftest).
+    """
+    out = {"fields": {}, "bytes": None, "iterations": None, "peak_gbps": None, "avg_gbps": None,
+           "msg_rate_mpps": None, "errors": []}
+    unit = None
+    for raw in (text or "").splitlines():
+        line = raw.rstrip()
+        header = _RESULT_HEADER.match(line)
+        if header:
+            unit = header.group("unit")
+            continue
+        if unit:
+            row = _RESULT_LINE.match(line)
+            if row:
+                factor = 1.0 if unit == "Gb/sec" else 8.0 * 1048576 / 1e9
+                out.update({"bytes": int(row.group("bytes")), "iterations": int(row.group("iters")),
+                            "peak_gbps": round(float(row.group("peak")) * factor, 4),
+                            "avg_gbps": round(float(row.group("avg")) * factor, 4),
+                            "msg_rate_mpps": float(row.group("rate"))})
+                continue  # with -a one row per size follows: the last (largest) one counts
+            if line.lstrip().startswith("---"):
+                unit = None
+        for part in re.split(r"\t+", line):
+            field = _HEADER_FIELD.match(part)
+            if field and not line.lstrip().startswith(("local address", "remote address")) and \
+                    field.group("key").strip() in _FIELDS:
+                out["fields"][_FIELDS[field.group("key").strip()]] = field.group("value").strip()
+        stripped = line.strip()
+        if stripped and not stripped.startswith(("-", "*", "#")) and _ERROR.search(stripped) and \
+                not _HEADER_FIELD.match(stripped.split("\t")[0]):
+            out["errors"].append(stripped)
+    return out
+
+
+_FIELDS = {"Device": "device", "Link type": "link_type", "GID index": "gid_index", "Mtu": "mtu",
+           "Transport type": "transport", "Connection type": "connection", "Number of qps": "qps",
+           "Data ex. method": "exchange"}
+
+
+# -- NCCL ----------------------------------------------------------------------------------------------------
+# "NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/4/GDRDMA" (2.12+) and the older "Channel 00 : ..."
+_NCCL_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)?\s*:.*?\bvia (?P<transport>\S+)")
+_NCCL_BUSBW = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<bw>%s)" % _NUMBER)
+_NCCL_GDR_LINE = re.compile(r"NCCL INFO .*\bGDR (?P<gdr>\d)\b")
+_NCCL_WARN = re.compile(r"NCCL WARN (?P<msg>.*)$")
+
+
+def parse_nccl(text):
+    """What an NCCL_DEBUG=INFO log says about the network path.
+
+    ``{"transports": {"NET/IB/0/GDRDMA": n, ...}, "net_ib": n, "gdrdma": n, "socket": n, "p2p_or_shm": n,
+    "avg_busbw_gbytes": x or None, "warnings": [...], "verdict": str, "cause": str or None}``: ``pass`` only when
+    every network channel goes over ``NET/IB`` (or an IB plugin, ``NET/IBext*``) with ``GDRDMA``.
+    """
+    transports = {}
+    warnings = []
+    busbw = None
+    for line in (text or "").splitlines():
+        channel = _NCCL_CHANNEL.search(line)
+        if channel:
+            name = channel.group("transport")
+            transports[name] = transports.get(name, 0) + 1
+            continue
+        warn = _NCCL_WARN.search(line)
+        if warn:
+            warnings.append(warn.group("msg").strip())
+        bw = _NCCL_BUSBW.search(line)
+        if bw:
+            busbw = float(bw.group("bw"))
+    net = dict((k, v) for k, v in transports.items() if k.startswith("NET/"))
+    net_ib = sum(v for k, v in net.items() if k.split("/")[1].startswith("IB"))
+    gdrdma = sum(v for k, v in net.items() if k.split("/")[1].startswith("IB") and k.endswith("/GDRDMA"))
+    socket = sum(v for k, v in net.items() if k.startswith("NET/Socket"))
+    out = {"transports": transports, "net_ib": net_ib, "gdrdma": gdrdma, "socket": socket,
+           "p2p_or_shm": sum(v for k, v in transports.items() if not k.startswith("NET/")),
+           "avg_busbw_gbytes": busbw, "warnings": warnings}
+    if not net:
+        out["verdict"], out["cause"] = "fail", (
+            "no network channel in the log (NCCL_DEBUG=INFO missing, or NCCL used only P2P/SHM)")
+    elif socket:
+        out["verdict"], out["cause"] = "fail", "NCCL fell back to sockets (NET/Socket) on %d channels" % socket
+    elif gdrdma < sum(net.values()):
+        out["verdict"], out["cause"] = "fail", "no GDRDMA: %d of %d network channels without GPUDirect RDMA (%s)" % (
+            sum(net.values()) - gdrdma, sum(net.values()), ", ".join(sorted(k for k in net if not k.endswith("/GDRDMA"))))
+    else:
+        out["verdict"], out["cause"] = "pass", None
+    return out

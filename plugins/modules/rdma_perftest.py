@@ -1,0 +1,671 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+DOCUMENTATION = r"""
+module: rdma_perftest
+short_description: The node side of the fabric acceptance - GID tables, ib_write_bw server and client, NCCL log
+version_added: 0.1.0
+author:
+  - rdma.k8s_node contributors (@rdma-k8s-node)
+description:
+  - V(probe) reads what a point-to-point test needs from sysfs (port state, the RoCE GID table and the right GID
+    index, the IPv4 address behind it, the netdev's operational state) and whether perftest is installed. Read-only.
+    With O(pod_image) it also starts a container through the node's own CRI runtime with C(crictl) and reads the
+    RDMA devices and C(ulimit -l) a pod sees; without C(crictl) on the node that check is reported as skipped.
+  - V(server) starts one C(ib_write_bw) server per job, detached, each under C(timeout) so it ends by itself
+    even if the play dies, and waits until each listens on its TCP port (or exits, or O(start_timeout) passes).
+  - V(client) runs the jobs' clients one after another, each killed after O(timeout) seconds, and parses the
+    result in Gb/s.
+  - V(stop) ends the servers still running (their whole process group), returns their output and removes the
+    run files. Run it always, also after a failure, so no perftest is left running.
+  - V(nccl) runs an nccl-tests command with C(NCCL_DEBUG=INFO) and parses which transport each channel used;
+    the command missing on the node is a result (RV(nccl) has C(status=absent)), not a failure.
+  - Commands are argument lists with timeouts; no action can hang the play.
+extends_documentation_fragment:
+  - rdma.k8s_node.host_root
+  - rdma.k8s_node.attributes
+attributes:
+  check_mode:
+    support: partial
+    details:
+      - V(probe) reads in check mode as outside it (the CRI container is not started).
+      - V(server), V(client), V(stop) and V(nccl) run traffic or processes; in check mode they run nothing and say
+        so (RV(skipped)).
+  diff_mode:
+    support: none
+  idempotent:
+    support: none
+    details:
+      - V(probe) changes nothing. V(server) starts processes each time; V(stop) ends them.
+options:
+  action:
+    description: What to do (see the description).
+    type: str
+    required: true
+    choices: [probe, server, client, stop, nccl]
+  devices:
+    description: For V(probe), the RDMA device ports to read.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      device:
+        description: RDMA device name (C(mlx5_0), C(rxe0)).
+        type: str
+        required: true
+      port:
+        description: Port number.
+        type: int
+        default: 1
+      gid_index:
+        description: A fixed GID index to check instead of choosing the RoCE v2 IPv4 entry.
+        type: int
+  jobs:
+    description:
+      - For V(server) and V(client), one entry per test; for V(stop), the ids of the servers to stop.
+      - The client connects to O(jobs[].server_address):O(jobs[].tcp_port).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      id:
+        description: Name of the job (letters, digits, C(.), C(_), C(-)); names the run files.
+        type: str
+        required: true
+      device:
+        description: Local RDMA device.
+        type: str
+      port:
+        description: Local port number.
+        type: int
+        default: 1
+      gid_index:
+        description: GID index (C(-x)); omit on InfiniBand.
+        type: int
+      tcp_port:
+        description: perftest's TCP port for the connection exchange (C(-p)).
+        type: int
+      server_address:
+        description: For V(client), the server's address.
+        type: str
+      netns:
+        description: Run the process inside this named network namespace (C(ip netns exec)).
+        type: str
+  binary:
+    description: The perftest program (looked up on PATH when not absolute).
+    type: str
+    default: ib_write_bw
+  size:
+    description: Message size in bytes (C(-s)).
+    type: int
+    default: 65536
+  duration:
+    description: Seconds of traffic per test (C(-D)); V(0) uses O(iterations) instead.
+    type: int
+    default: 5
+  iterations:
+    description: Iterations (C(-n)) when O(duration) is V(0).
+    type: int
+    default: 5000
+  qps:
+    description: Queue pairs (C(-q)).
+    type: int
+    default: 1
+  rdma_cm:
+    description: Connect through the RDMA connection manager (C(-R)).
+    type: bool
+    default: true
+  timeout:
+    description:
+      - V(client) and V(nccl) - seconds before a run is killed.
+      - V(server) - the servers' lifetime; C(timeout) kills a server still waiting after it.
+    type: int
+    default: 60
+  start_timeout:
+    description: For V(server), seconds to wait for each server to listen.
+    type: int
+    default: 20
+  run_dir:
+    description: Where V(server) keeps each job's pid and output file.
+    type: path
+    default: /run/rdma-validate
+  pod_image:
+    description: For V(probe), an image with a shell to start through CRI; unset skips the container check.
+    type: str
+  crictl:
+    description: The C(crictl) program (looked up on PATH when not absolute).
+    type: str
+    default: crictl
+  cri_endpoint:
+    description: The CRI socket for C(crictl --runtime-endpoint); unset uses C(crictl)'s configuration.
+    type: str
+  command:
+    description: For V(nccl), the nccl-tests command line (the program is looked up on PATH).
+    type: list
+    elements: str
+    default: [all_reduce_perf, -b, 8M, -e, 128M, -f, "2", -g, "1"]
+  environment:
+    description: For V(nccl), extra environment variables (C(NCCL_DEBUG=INFO) is always set).
+    type: dict
+    default: {}
+notes:
+  - The server binds no address of its own choosing; with several rails, give each job its own O(jobs[].tcp_port).
+  - Processes run in the module's own network namespace unless O(jobs[].netns) is set; sysfs is read under
+    O(host_root).
+seealso:
+  - module: rdma.k8s_node.rdma_facts
+  - name: perftest
+    description: The RDMA bandwidth and latency tests.
+    link: https://github.com/linux-rdma/perftest
+"""
+
+EXAMPLES = r"""
+- name: Read the GID tables and check perftest is installed
+  rdma.k8s_node.rdma_perftest:
+    action: probe
+    devices: [{device: mlx5_0}, {device: mlx5_1}]
+  register: probe
+
+- name: Start a server for rail 0
+  rdma.k8s_node.rdma_perftest:
+    action: server
+    jobs: [{id: node1-node2-r0, device: mlx5_0, gid_index: 3, tcp_port: 18515}]
+    timeout: 120
+
+- name: Run the client against it (on the other node)
+  rdma.k8s_node.rdma_perftest:
+    action: client
+    jobs: [{id: node1-node2-r0, device: mlx5_0, gid_index: 3, tcp_port: 18515, server_address: 192.0.2.2}]
+  register: client
+
+- name: Stop what is left (always)
+  rdma.k8s_node.rdma_perftest:
+    action: stop
+    jobs: [{id: node1-node2-r0}]
+"""
+
+RETURN = r"""
+changed:
+  description: V(server) started, or V(stop) ended or removed, something.
+  returned: always
+  type: bool
+actions:
+  description: Processes started or stopped, run files removed.
+  returned: always
+  type: list
+  elements: dict
+reboot_required:
+  description: Always false.
+  returned: always
+  type: bool
+restart_required:
+  description: Always empty.
+  returned: always
+  type: list
+  elements: str
+observed:
+  description: Empty; the results are in the keys below.
+  returned: always
+  type: dict
+skipped:
+  description: Check mode, nothing ran (V(server), V(client), V(stop), V(nccl)).
+  returned: always
+  type: bool
+perftest:
+  description: For V(probe), the perftest program's path (null when not installed).
+  returned: always
+  type: dict
+  sample: {"binary": "ib_write_bw", "path": "/usr/bin/ib_write_bw"}
+ports:
+  description: For V(probe), per device port what a test needs.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"device": "rxe0", "port": 1, "exists": true, "state": "ACTIVE", "phys_state": "LinkUp",
+            "link_layer": "Ethernet", "rate": "10 Gb/sec (1X QDR)", "rate_gbps": 10.0, "netdev": "eth0",
+            "operstate": "up", "mtu": 1500, "active_mtu": "1024", "gids": [], "gid_index": 1, "gid_problem": null,
+            "ipv4": "10.0.2.15"}]
+pod:
+  description: For V(probe), the CRI container check.
+  returned: always
+  type: dict
+  sample: {"status": "skipped", "reason": "no CRI client (crictl is not on the node)"}
+jobs:
+  description: Per job, for V(server) the start (C(status) listening, exited or not_started), for V(client) the run
+    (C(rc), C(timed_out), C(seconds), C(output), C(result) with C(avg_gbps)), for V(stop) the server's output.
+  returned: always
+  type: list
+  elements: dict
+nccl:
+  description: For V(nccl), C(status) (V(ran), V(absent), V(timed_out)), C(rc), C(output) (the tail) and C(result).
+  returned: always
+  type: dict
+"""
+
+import os
+import re
+import signal
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _perftest
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
+
+JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+OUTPUT_TAIL = 8000          # characters of a process's output kept in the result
+KILL_GRACE = 3              # seconds between SIGTERM and SIGKILL
+TCP_LISTEN = "0A"
+
+
+# -- processes ---------------------------------------------------------------------------------------------------
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    # a zombie of ours is not running any more
+    try:
+        with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (IOError, OSError, IndexError):
+        return False
+
+
+def kill_group(pid):
+    """SIGTERM the process group ``pid`` leads, SIGKILL it after KILL_GRACE seconds; True when it was running."""
+    if not _alive(pid):
+        return False
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            return True
+        deadline = time.time() + KILL_GRACE
+        while time.time() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return True
+            except ChildProcessError:
+                pass
+            if not _alive(pid):
+                return True
+            time.sleep(0.1)
+    return True
+
+
+def run_bounded(module, argv, timeout, env=None):
+    """``(rc, output, timed_out, seconds)``: stdout and stderr together.  GNU ``timeout`` runs the command in its
+    own process group and signals the whole group at ``timeout`` seconds (SIGKILL ``KILL_GRACE`` later)."""
+    wrapper = module.get_bin_path("timeout", required=True)
+    start = time.time()
+    rc, out, err = module.run_command([wrapper, "--kill-after=%d" % KILL_GRACE, str(timeout)] + list(argv),
+                                      check_rc=False, environ_update=env or {})
+    seconds = round(time.time() - start, 2)
+    # 124: timed out and ended by SIGTERM; 128+9: it needed the SIGKILL
+    timed_out = rc in (124, 137) and seconds >= timeout
+    return rc, out + err, timed_out, seconds
+
+
+def listening(pid, tcp_port):
+    """True when the network namespace of ``pid`` has a TCP socket listening on ``tcp_port``."""
+    for name in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, name), encoding="ascii", errors="replace") as handle:
+                lines = handle.read().splitlines()[1:]
+        except (IOError, OSError):
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == tcp_port:
+                return True
+    return False
+
+
+def banner(path):
+    """True when perftest's server printed that it waits for its client."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "Waiting for client" in handle.read()
+    except (IOError, OSError):
+        return False
+
+
+def log_file_of(params, job):
+    return _files(params, job["id"])[1]
+
+
+def tail(text):
+    return text if len(text) <= OUTPUT_TAIL else "...\n" + text[-OUTPUT_TAIL:]
+
+
+# -- probe -------------------------------------------------------------------------------------------------------
+def probe_port(host, device, port, wanted_gid):
+    base = "/sys/class/infiniband/%s/ports/%d" % (device, port)
+    out = {"device": device, "port": port, "exists": host.isdir(base)}
+    if not out["exists"]:
+        out.update(gid_index=None, gid_problem="no port %d on device %s" % (port, device), gids=[], ipv4=None)
+        return out
+    state = host.try_attr(base + "/state")
+    phys = host.try_attr(base + "/phys_state")
+    out.update(state=state.split(":")[-1].strip() if state else None,
+               phys_state=phys.split(":")[-1].strip() if phys else None,
+               link_layer=host.try_attr(base + "/link_layer"), rate=host.try_attr(base + "/rate"))
+    out["rate_gbps"] = _perftest.rate_gbps(out["rate"])
+    entries = []
+    for index in sorted((i for i in host.listdir(base + "/gids") if i.isdigit()), key=int):
+        gid = host.try_attr("%s/gids/%s" % (base, index))
+        if gid is None or gid.lower() == _perftest.ZERO_GID:
+            continue
+        # the kernel answers EINVAL for the attributes of an empty entry, and for InfiniBand ports
+        entries.append((index, gid, host.try_attr("%s/gid_attrs/types/%s" % (base, index)),
+                        host.try_attr("%s/gid_attrs/ndevs/%s" % (base, index))))
+    out["gids"] = _perftest.gid_table(entries) if out["link_layer"] == "Ethernet" else [
+        {"index": int(i), "gid": g.lower(), "type": "IB", "ndev": None, "ipv4": None} for i, g, dummy, dummy2 in entries]
+    out["gid_index"], out["gid_problem"] = _perftest.choose_gid_index(out["gids"], out["link_layer"], wanted_gid)
+    chosen = [e for e in out["gids"] if e["index"] == out["gid_index"]]
+    out["ipv4"] = chosen[0]["ipv4"] if chosen else None
+    netdev = chosen[0]["ndev"] if chosen and chosen[0]["ndev"] else host.try_attr(base + "/gid_attrs/ndevs/0")
+    out["netdev"] = netdev
+    out["operstate"] = host.try_attr("/sys/class/net/%s/operstate" % netdev) if netdev else None
+    out["mtu"] = host.read_int("/sys/class/net/%s/mtu" % netdev, problems=[]) if netdev else None
+    return out
+
+
+def _crictl(module, crictl, endpoint, args, timeout):
+    argv = [crictl] + (["--runtime-endpoint", endpoint] if endpoint else []) + list(args)
+    return run_bounded(module, argv, timeout)
+
+
+def probe_pod(module, params):
+    """Step 1: a container started through the node's CRI runtime sees the RDMA devices and memlock limit."""
+    if not params["pod_image"]:
+        return {"status": "skipped", "reason": "no pod_image given"}
+    crictl = params["crictl"] if os.path.isabs(params["crictl"]) else module.get_bin_path(params["crictl"])
+    if not crictl or not os.access(crictl, os.X_OK):
+        return {"status": "skipped", "reason": "no CRI client (%s is not on the node)" % params["crictl"]}
+    if module.check_mode:
+        return {"status": "skipped", "reason": "check mode: no container started"}
+    endpoint, limit = params["cri_endpoint"], max(params["timeout"], 10)
+    workdir = params["run_dir"]
+    os.makedirs(workdir, mode=0o700, exist_ok=True)
+    name = "rdma-validate-%d" % os.getpid()
+    pod_cfg, ctr_cfg = os.path.join(workdir, name + "-pod.json"), os.path.join(workdir, name + "-ctr.json")
+    devices = ["/dev/infiniband/" + d for d in sorted(os.listdir("/dev/infiniband"))] \
+        if os.path.isdir("/dev/infiniband") else []
+    import json  # pylint: disable=import-outside-toplevel
+    with open(pod_cfg, "w", encoding="utf-8") as handle:
+        json.dump({"metadata": {"name": name, "namespace": "default", "uid": name, "attempt": 1},
+                   "linux": {"security_context": {"namespace_options": {"network": 2}}}, "log_directory": workdir},
+                  handle)
+    with open(ctr_cfg, "w", encoding="utf-8") as handle:
+        json.dump({"metadata": {"name": "probe"}, "image": {"image": params["pod_image"]},
+                   "command": ["sleep", str(limit + 30)], "log_path": "probe.log",
+                   "devices": [{"container_path": d, "host_path": d, "permissions": "rw"} for d in devices]}, handle)
+    out = {"status": "fail", "devices_passed": devices}
+    pod = None
+    try:
+        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, ["runp", pod_cfg], limit)
+        if rc != 0 or timed_out:
+            out["reason"] = "crictl runp failed: %s" % text.strip()[-500:]
+            return out
+        pod = text.strip().splitlines()[-1]
+        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, ["create", pod, ctr_cfg, pod_cfg], limit)
+        if rc != 0 or timed_out:
+            out["reason"] = "crictl create failed: %s" % text.strip()[-500:]
+            return out
+        ctr = text.strip().splitlines()[-1]
+        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, ["start", ctr], limit)
+        if rc != 0 or timed_out:
+            out["reason"] = "crictl start failed: %s" % text.strip()[-500:]
+            return out
+        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, [
+            "exec", "-s", "--timeout", str(limit), ctr, "sh", "-c",
+            "echo memlock=$(ulimit -l); ls /dev/infiniband 2>/dev/null | sed 's/^/dev=/'"], limit + 5)
+        out["output"] = text
+        if rc != 0 or timed_out:
+            out["reason"] = "crictl exec failed: %s" % text.strip()[-500:]
+            return out
+        memlock = re.search(r"^memlock=(\S+)", text, re.M)
+        seen = re.findall(r"^dev=(\S+)", text, re.M)
+        out.update(memlock=memlock.group(1) if memlock else None, devices_seen=seen)
+        problems = []
+        if not out["memlock"] or out["memlock"] != "unlimited":
+            problems.append("ulimit -l in the container is %s, not unlimited" % out["memlock"])
+        if not [d for d in seen if d.startswith("uverbs")]:
+            problems.append("no /dev/infiniband/uverbs* in the container")
+        out["status"] = "fail" if problems else "pass"
+        out["reason"] = "; ".join(problems) or None
+        return out
+    finally:
+        if pod:
+            _crictl(module, crictl, endpoint, ["stopp", pod], limit)
+            _crictl(module, crictl, endpoint, ["rmp", "-f", pod], limit)
+        for path in (pod_cfg, ctr_cfg):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def do_probe(module, params, result):
+    host = HostRoot(params["host_root"])
+    binary = params["binary"]
+    path = binary if os.path.isabs(binary) and os.access(binary, os.X_OK) else module.get_bin_path(binary)
+    result.extra["perftest"] = {"binary": binary, "path": path}
+    result.extra["ports"] = [probe_port(host, d["device"], d["port"], d["gid_index"]) for d in params["devices"]]
+    result.extra["pod"] = probe_pod(module, params)
+
+
+# -- server / client / stop --------------------------------------------------------------------------------------
+def _perftest_path(module, params):
+    binary = params["binary"]
+    if os.path.isabs(binary):
+        return binary if os.access(binary, os.X_OK) else None
+    return module.get_bin_path(binary)
+
+
+def _test_args(params, job):
+    return dict(gid_index=job["gid_index"], size=params["size"], duration=params["duration"] or None,
+                iterations=params["iterations"], qps=params["qps"], rdma_cm=params["rdma_cm"])
+
+
+def _in_netns(module, job, argv):
+    if not job.get("netns"):
+        return argv
+    return [module.get_bin_path("ip", required=True), "netns", "exec", job["netns"]] + argv
+
+
+def _files(params, job_id):
+    base = os.path.join(params["run_dir"], job_id)
+    return base + ".pid", base + ".log"
+
+
+def do_server(module, params, result):
+    binary = _perftest_path(module, params)
+    timeout_cmd = module.get_bin_path("timeout", required=True)
+    jobs = []
+    os.makedirs(params["run_dir"], mode=0o700, exist_ok=True)
+    started = []
+    for job in params["jobs"]:
+        if binary is None:
+            jobs.append({"id": job["id"], "status": "not_started", "output": "%s is not installed" % params["binary"]})
+            continue
+        pid_file, log_file = _files(params, job["id"])
+        argv = _in_netns(module, job, [timeout_cmd, "--kill-after=%d" % KILL_GRACE, str(params["timeout"])]
+                         + _perftest.server_argv(binary, job["device"], job["port"], job["tcp_port"],
+                                                 **_test_args(params, job)))
+        # detached (its own session), output to the log; GNU timeout ends it even if nobody calls stop
+        pid = os.posix_spawn(argv[0], argv, dict(os.environ, LC_ALL="C"), setsid=True, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+            (os.POSIX_SPAWN_DUP2, 1, 2)])
+        with open(pid_file, "w", encoding="ascii") as handle:
+            handle.write("%d\n" % pid)
+        result.add(action("start", job["id"], argv=argv, pid=pid))
+        started.append((job, pid))
+    deadline = time.time() + params["start_timeout"]
+    for job, pid in started:
+        status, rc = None, None
+        while status is None:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                status, rc = "exited", os.waitstatus_to_exitcode(code) if hasattr(os, "waitstatus_to_exitcode") \
+                    else code >> 8
+            elif listening(pid, job["tcp_port"]) or banner(log_file_of(params, job)):
+                # with -R the server listens through the RDMA connection manager, not a TCP socket: its banner
+                # is printed just before rdma_listen(); a moment's grace covers the gap
+                time.sleep(0.5)
+                status = "listening"
+            elif time.time() > deadline:
+                status = "not_started"
+            else:
+                time.sleep(0.2)
+        entry = {"id": job["id"], "status": status, "pid": pid, "rc": rc}
+        if status != "listening":
+            if status == "not_started":
+                kill_group(pid)
+                entry["waited"] = params["start_timeout"]
+            with open(_files(params, job["id"])[1], encoding="utf-8", errors="replace") as handle:
+                entry["output"] = tail(handle.read())
+        jobs.append(entry)
+    result.extra["jobs"] = jobs
+
+
+def do_client(module, params, result):
+    binary = _perftest_path(module, params)
+    jobs = []
+    for job in params["jobs"]:
+        if binary is None:
+            jobs.append({"id": job["id"], "rc": 127, "timed_out": False, "seconds": 0,
+                         "output": "%s is not installed" % params["binary"], "result": None, "missing": True})
+            continue
+        argv = _in_netns(module, job, _perftest.client_argv(binary, job["device"], job["port"], job["tcp_port"],
+                                                            job["server_address"], **_test_args(params, job)))
+        rc, out, timed_out, seconds = run_bounded(module, argv, params["timeout"])
+        jobs.append({"id": job["id"], "argv": argv, "rc": rc, "timed_out": timed_out, "seconds": seconds,
+                     "output": tail(out), "result": _perftest.parse_perftest(out)})
+    result.extra["jobs"] = jobs
+
+
+def do_stop(module, params, result):  # pylint: disable=unused-argument
+    jobs = []
+    for job in params["jobs"]:
+        pid_file, log_file = _files(params, job["id"])
+        entry = {"id": job["id"], "was_running": False, "output": None}
+        if os.path.exists(pid_file):
+            with open(pid_file, encoding="ascii", errors="replace") as handle:
+                text = handle.read().strip()
+            if text.isdigit() and kill_group(int(text)):
+                entry["was_running"] = True
+                result.add(action("kill", job["id"], pid=int(text)))
+            os.unlink(pid_file)
+            result.add(action("remove", pid_file))
+        if os.path.exists(log_file):
+            with open(log_file, encoding="utf-8", errors="replace") as handle:
+                entry["output"] = tail(handle.read())
+            entry["result"] = _perftest.parse_perftest(entry["output"])
+            os.unlink(log_file)
+            result.add(action("remove", log_file))
+        jobs.append(entry)
+    result.extra["jobs"] = jobs
+
+
+def do_nccl(module, params, result):
+    command = list(params["command"])
+    path = command[0] if os.path.isabs(command[0]) else module.get_bin_path(command[0])
+    if not path or not os.access(path, os.X_OK):
+        result.extra["nccl"] = {"status": "absent", "reason": "nccl-tests not installed (%s not found)" % command[0]}
+        return
+    env = dict((k, str(v)) for k, v in params["environment"].items())
+    env["NCCL_DEBUG"] = "INFO"
+    rc, out, timed_out, seconds = run_bounded(module, [path] + command[1:], params["timeout"], env=env)
+    result.extra["nccl"] = {"status": "timed_out" if timed_out else "ran", "rc": rc, "seconds": seconds,
+                            "output": tail(out), "result": _perftest.parse_nccl(out)}
+
+
+ACTIONS = {"probe": do_probe, "server": do_server, "client": do_client, "stop": do_stop, "nccl": do_nccl}
+
+
+def validate(params):
+    for job in params["jobs"]:
+        if not JOB_ID.match(job["id"]):
+            raise InputError("job id %r: use 1-100 letters, digits, '.', '_' or '-'" % job["id"])
+        if params["action"] in ("server", "client"):
+            missing = [k for k in ("device", "tcp_port") + (("server_address",) if params["action"] == "client" else ())
+                       if job.get(k) in (None, "")]
+            if missing:
+                raise InputError("job %s: %s needs %s" % (job["id"], params["action"], ", ".join(missing)))
+            if not 0 < job["tcp_port"] < 65536:
+                raise InputError("job %s: tcp_port %s is not a TCP port" % (job["id"], job["tcp_port"]))
+    for key in ("timeout", "start_timeout", "size", "qps", "iterations"):
+        if params[key] <= 0:
+            raise InputError("%s must be positive, got %s" % (key, params[key]))
+    if params["duration"] < 0:
+        raise InputError("duration must be 0 or more, got %s" % params["duration"])
+    if params["action"] == "nccl" and not params["command"]:
+        raise InputError("command must name the nccl-tests program")
+
+
+def run_module(module):
+    params = module.params
+    validate(params)
+    result = Result()
+    result.extra["skipped"] = False
+    if module.check_mode and params["action"] != "probe":
+        result.extra["skipped"] = True
+        result.extra["msg"] = "check mode: %s runs traffic or processes, nothing ran" % params["action"]
+        return result.as_dict()
+    ACTIONS[params["action"]](module, params, result)
+    return result.as_dict()
+
+
+def main():
+    job_spec = dict(
+        id=dict(type="str", required=True),
+        device=dict(type="str"),
+        port=dict(type="int", default=1),
+        gid_index=dict(type="int"),
+        tcp_port=dict(type="int"),
+        server_address=dict(type="str"),
+        netns=dict(type="str"),
+    )
+    module = AnsibleModule(
+        argument_spec=dict(
+            action=dict(type="str", required=True, choices=sorted(ACTIONS)),
+            devices=dict(type="list", elements="dict", default=[], options=dict(
+                device=dict(type="str", required=True),
+                port=dict(type="int", default=1),
+                gid_index=dict(type="int"),
+            )),
+            jobs=dict(type="list", elements="dict", default=[], options=job_spec),
+            binary=dict(type="str", default="ib_write_bw"),
+            size=dict(type="int", default=65536),
+            duration=dict(type="int", default=5),
+            iterations=dict(type="int", default=5000),
+            qps=dict(type="int", default=1),
+            rdma_cm=dict(type="bool", default=True),
+            timeout=dict(type="int", default=60),
+            start_timeout=dict(type="int", default=20),
+            run_dir=dict(type="path", default="/run/rdma-validate"),
+            pod_image=dict(type="str"),
+            crictl=dict(type="str", default="crictl"),
+            cri_endpoint=dict(type="str"),
+            command=dict(type="list", elements="str",
+                         default=["all_reduce_perf", "-b", "8M", "-e", "128M", "-f", "2", "-g", "1"]),
+            environment=dict(type="dict", default={}),
+            host_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    exit_module(module, run_module)
+
+
+if __name__ == "__main__":
+    main()

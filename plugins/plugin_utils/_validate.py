@@ -1,0 +1,403 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fabric acceptance on the controller, pure: which nodes test against which (a ring or explicit pairs), rail i of
+one node against rail i of the other, the perftest jobs of each node, and the verdict of every pair x rail with its
+likely cause.  Data in, data out; the role (roles/rdma_validate) moves the data, rdma_perftest runs the tests."""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import json
+import re
+from xml.sax.saxutils import escape, quoteattr
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import natural_key
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit_report import _table
+
+STATUSES = ("pass", "fail", "skipped")
+# cause kinds, most basic first: the first one found is the row's likely cause
+CAUSES = ("unreachable", "no_rail", "link_down", "perftest_missing", "gid_index", "mtu_mismatch", "server",
+          "client_timeout", "client", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
+          "cri", "nccl_missing")
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class ValidateInputError(ValueError):
+    """The inventory or the variables cannot describe a test (unknown host in a pair, a malformed rail)."""
+
+
+# -- pairing ------------------------------------------------------------------------------------------------------
+def ring_pairs(hosts):
+    """``[(client, server)]``: each host tests against the next one, the last against the first.  Two hosts are one
+    pair (a ring of two would test the same link twice), fewer than two none."""
+    hosts = list(hosts)
+    if len(hosts) < 2:
+        return []
+    if len(hosts) == 2:
+        return [(hosts[0], hosts[1])]
+    return [(hosts[i], hosts[(i + 1) % len(hosts)]) for i in range(len(hosts))]
+
+
+def explicit_pairs(hosts, pairs):
+    """``[(client, server)]`` from ``[[a, b], ...]`` (or ``{client, server}`` dicts); every name must be a host of
+    the play and the two ends must differ."""
+    known = set(hosts)
+    out = []
+    for pair in pairs:
+        if isinstance(pair, dict):
+            ends = (pair.get("client"), pair.get("server"))
+        elif isinstance(pair, (list, tuple)) and len(pair) == 2:
+            ends = tuple(pair)
+        else:
+            raise ValidateInputError("a pair is [client, server] or {client: .., server: ..}, got %r" % (pair,))
+        unknown = [e for e in ends if e not in known]
+        if unknown:
+            raise ValidateInputError("pair %s: %s not in the play's hosts" % (list(ends), ", ".join(map(str, unknown))))
+        if ends[0] == ends[1]:
+            raise ValidateInputError("pair %s: a node cannot be paired with itself" % (list(ends),))
+        out.append(tuple(ends))
+    return out
+
+
+# -- rails --------------------------------------------------------------------------------------------------------
+def parse_rails(value):
+    """Rails as ``[{"device", "port", "netns"}]`` from ``["mlx5_0", "mlx5_1:2", {device: .., port: ..}]``."""
+    rails = []
+    for item in value or []:
+        if isinstance(item, dict):
+            if not item.get("device"):
+                raise ValidateInputError("a rail needs a device: %r" % (item,))
+            rails.append({"device": str(item["device"]), "port": int(item.get("port") or 1),
+                          "netns": item.get("netns")})
+        elif isinstance(item, str) and re.match(r"^[^:\s]+(:\d+)?$", item):
+            name, dummy, port = item.partition(":")
+            rails.append({"device": name, "port": int(port or 1), "netns": None})
+        else:
+            raise ValidateInputError("a rail is 'device', 'device:port' or {device, port}, got %r" % (item,))
+    return rails
+
+
+def default_rails(facts):
+    """The node's rails when the inventory names none: every RDMA device that is not a VF, port 1, in natural
+    order (mlx5_2 before mlx5_10), as NCCL numbers them."""
+    devices = [d for d in (facts or {}).get("devices") or [] if not d.get("is_vf") and d.get("ports")]
+    return [{"device": d["name"], "port": d["ports"][0]["port"], "netns": None}
+            for d in sorted(devices, key=lambda d: natural_key(d["name"]))]
+
+
+# -- plan ---------------------------------------------------------------------------------------------------------
+def job_id(client, server, rail):
+    return _ID_UNSAFE.sub("_", "%s--%s--r%d" % (client, server, rail))
+
+
+def plan(pairs, rails, probes, base_port=18515):
+    """The perftest jobs: one per pair x rail whose both ends can run; the others carry the reason they cannot.
+
+    ``rails``: ``{host: [rail]}``; ``probes``: ``{host: rdma_perftest probe result or None (unreachable)}``.
+    Returns ``{"jobs": [...], "servers": {host: [job args]}, "clients": {host: [job args]}}``; each server host
+    numbers its TCP ports from ``base_port`` so several jobs can run on one node.
+    """
+    jobs, servers, clients = [], {}, {}
+    next_port = {}
+    for client, server in pairs:
+        width = max(len(rails.get(client) or []), len(rails.get(server) or []), 1)
+        for index in range(width):
+            job = {"id": job_id(client, server, index), "client": client, "server": server, "rail": index,
+                   "ends": {}, "blocked": []}
+            for role, host in (("client", client), ("server", server)):
+                probe = probes.get(host)
+                host_rails = rails.get(host) or []
+                rail = host_rails[index] if index < len(host_rails) else None
+                port = _probe_port(probe, rail)
+                job["ends"][role] = {"host": host, "rail": rail, "port": port,
+                                     "perftest": (probe or {}).get("perftest")}
+                job["blocked"].extend(_blockers(host, probe, rail, port, index, host_rails))
+            jobs.append(job)
+            if job["blocked"]:
+                continue
+            srv, cli = job["ends"]["server"], job["ends"]["client"]
+            tcp_port = next_port.get(server, base_port)
+            next_port[server] = tcp_port + 1
+            job["tcp_port"] = tcp_port
+            servers.setdefault(server, []).append({
+                "id": job["id"], "device": srv["rail"]["device"], "port": srv["rail"]["port"],
+                "gid_index": srv["port"].get("gid_index"), "tcp_port": tcp_port, "netns": srv["rail"].get("netns")})
+            clients.setdefault(client, []).append({
+                "id": job["id"], "device": cli["rail"]["device"], "port": cli["rail"]["port"],
+                "gid_index": cli["port"].get("gid_index"), "tcp_port": tcp_port,
+                "server_address": srv["port"].get("ipv4") or srv["port"].get("address"),
+                "netns": cli["rail"].get("netns")})
+    return {"jobs": jobs, "servers": servers, "clients": clients}
+
+
+def _probe_port(probe, rail):
+    if not probe or not rail:
+        return None
+    for port in probe.get("ports") or []:
+        if port.get("device") == rail["device"] and port.get("port") == rail["port"]:
+            return port
+    return None
+
+
+def _blockers(host, probe, rail, port, index, host_rails):
+    """Reasons a job cannot run at all, as ``(kind, text)``; link and tool problems stop it before any traffic."""
+    if probe is None:
+        return [("unreachable", "%s: unreachable or its probe failed" % host)]
+    if probe.get("failed"):
+        return [("unreachable", "%s: probe failed: %s" % (host, probe.get("msg", "")))]
+    if rail is None:
+        return [("no_rail", "%s has no rail %d (its rails: %s)" % (
+            host, index, ", ".join(r["device"] for r in host_rails) or "none"))]
+    if port is None or not port.get("exists"):
+        return [("no_rail", "%s: no RDMA device port %s/%d" % (host, rail["device"], rail["port"]))]
+    out = []
+    down = []
+    if port.get("state") != "ACTIVE":
+        down.append("port state %s" % port.get("state"))
+    if port.get("phys_state") not in (None, "LinkUp"):
+        down.append("physical state %s" % port.get("phys_state"))
+    if port.get("netdev") and port.get("operstate") not in ("up", "unknown", None):
+        down.append("netdev %s %s" % (port["netdev"], port.get("operstate")))
+    if down:
+        out.append(("link_down", "%s %s/%d: link down (%s)" % (host, rail["device"], rail["port"], ", ".join(down))))
+    if not (probe.get("perftest") or {}).get("path"):
+        out.append(("perftest_missing", "%s: perftest missing (%s not installed)" % (
+            host, (probe.get("perftest") or {}).get("binary", "ib_write_bw"))))
+    if port.get("link_layer") == "Ethernet" and port.get("gid_index") is None:
+        out.append(("gid_index", "%s %s: %s" % (host, rail["device"], port.get("gid_problem"))))
+    return out
+
+
+# -- verdicts -----------------------------------------------------------------------------------------------------
+def _first_error(output, result):
+    errors = (result or {}).get("errors") or []
+    if errors:
+        return errors[0]
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _numa_hint(host, facts, device):
+    """``cross_numa`` when the NIC has GPUs on the node but none closer than SYS (the other socket)."""
+    affinity = (facts or {}).get("gpu_nic_affinity") or {}
+    classes = [row.get(device) for row in affinity.values() if isinstance(row, dict) and device in row]
+    if classes and all(c == "SYS" for c in classes):
+        return ("cross_numa", "%s %s: cross-NUMA NIC (every GPU is at SYS distance)" % (host, device))
+    return None
+
+
+def judge(job, server_run, client_run, facts, settings):
+    """The report row of one pair x rail.
+
+    ``server_run``: the server's start entry (listening/exited/not_started) merged with its stop entry;
+    ``client_run``: the client's entry; ``facts``: ``{host: ansible_facts.rdma}``; ``settings``: ``min_pct``,
+    ``min_gbps`` (overrides the percentage when set), ``start_timeout``, ``timeout``, ``check_mode``.
+    """
+    cli, srv = job["ends"]["client"], job["ends"]["server"]
+    cport, sport = cli.get("port") or {}, srv.get("port") or {}
+    rates = [p.get("rate_gbps") for p in (cport, sport) if p.get("rate_gbps")]
+    line_rate = min(rates) if rates else None
+    row = {"id": job["id"], "pair": "%s -> %s" % (job["client"], job["server"]), "client": job["client"],
+           "server": job["server"], "rail": job["rail"],
+           "client_device": (cli.get("rail") or {}).get("device"), "server_device": (srv.get("rail") or {}).get("device"),
+           "gid_index": [cport.get("gid_index"), sport.get("gid_index")], "gbps": None, "line_rate_gbps": line_rate,
+           "pct_of_line_rate": None, "threshold_gbps": None, "status": "fail", "cause": None, "causes": [],
+           "notes": [], "seconds": None}
+    causes = list(job.get("blocked") or [])
+    notes = []
+    for host, port in ((job["client"], cport), (job["server"], sport)):
+        if port.get("gid_problem") and port.get("gid_index") is not None:
+            causes.append(("gid_index", "%s %s: %s" % (host, port.get("device"), port["gid_problem"])))
+    mtus = [(h, p.get("netdev"), p.get("mtu")) for h, p in ((job["client"], cport), (job["server"], sport))]
+    if all(m[2] for m in mtus) and mtus[0][2] != mtus[1][2]:
+        causes.append(("mtu_mismatch", "MTU mismatch: %s" % ", ".join("%s %s %s" % m for m in mtus)))
+    if len(rates) == 2 and rates[0] != rates[1]:
+        notes.append("port rates differ: %s %s Gb/s, %s %s Gb/s" % (job["client"], rates[0], job["server"], rates[1]))
+    for host, end in ((job["client"], cli), (job["server"], srv)):
+        hint = _numa_hint(host, facts.get(host), (end.get("rail") or {}).get("device"))
+        if hint:
+            notes.append(hint[1])
+    if settings.get("min_gbps") is not None:
+        row["threshold_gbps"] = float(settings["min_gbps"])
+    elif line_rate:
+        row["threshold_gbps"] = round(line_rate * float(settings.get("min_pct", 90)) / 100.0, 4)
+    if job.get("blocked"):
+        return _finish(row, causes, notes)
+    if settings.get("check_mode"):
+        row["status"] = "skipped"
+        row["cause"] = "check mode: no traffic was run"
+        return _finish(row, [], notes, keep_status=True)
+    server_run = server_run or {}
+    if server_run.get("status") == "not_started":
+        causes.append(("server", "%s: server did not listen within %ss (%s)" % (
+            job["server"], server_run.get("waited", settings.get("start_timeout")),
+            _first_error(server_run.get("output"), None))))
+    elif server_run.get("status") == "exited":
+        causes.append(("server", "%s: server exited before the client came (rc %s): %s" % (
+            job["server"], server_run.get("rc"), _first_error(server_run.get("output"), server_run.get("result")))))
+    elif client_run is None:
+        causes.append(("client", "%s: the client did not run (unreachable during the test?)" % job["client"]))
+    else:
+        result = client_run.get("result") or {}
+        row["seconds"] = client_run.get("seconds")
+        if client_run.get("timed_out"):
+            causes.append(("client_timeout", "%s: client killed after %ss (timeout): %s" % (
+                job["client"], client_run.get("seconds"), _first_error(client_run.get("output"), result))))
+        elif client_run.get("rc") not in (0, None) or result.get("avg_gbps") is None:
+            causes.append(("client", "%s: client failed (rc %s): %s" % (
+                job["client"], client_run.get("rc"), _first_error(client_run.get("output"), result))))
+        else:
+            row["gbps"] = result["avg_gbps"]
+            if line_rate:
+                row["pct_of_line_rate"] = round(100.0 * row["gbps"] / line_rate, 1)
+            if not row["gbps"]:
+                causes.append(("no_traffic", "0 Gb/s: the test connected but no data crossed (%s iterations)" %
+                               result.get("iterations")))
+            elif row["threshold_gbps"] is None:
+                causes.append(("line_rate_unknown", "the port rate is unknown; set rdma_validate_min_gbps"))
+            elif row["gbps"] < row["threshold_gbps"]:
+                causes.append(("below_line_rate", "%s Gb/s is below %s Gb/s (%s)" % (
+                    _gbps(row["gbps"]), _gbps(row["threshold_gbps"]),
+                    "rdma_validate_min_gbps" if settings.get("min_gbps") is not None
+                    else "%s %% of %s Gb/s" % (settings.get("min_pct", 90), line_rate))))
+    if causes and any(k == "below_line_rate" for k, dummy in causes):
+        # the usual suspects of a slow but working link
+        causes.extend(("cross_numa", n) for n in notes if "cross-NUMA" in n)
+    return _finish(row, causes, notes)
+
+
+def _finish(row, causes, notes, keep_status=False):
+    ordered = sorted(causes, key=lambda c: CAUSES.index(c[0]))
+    row["causes"] = [{"kind": k, "text": t} for k, t in ordered]
+    row["notes"] = notes
+    if not keep_status:
+        row["status"] = "fail" if ordered else "pass"
+        row["cause"] = ordered[0][1] if ordered else None
+    return row
+
+
+# -- node rows (steps 1, 2 and 4) ----------------------------------------------------------------------------------
+def node_rows(host, probe, nccl, nccl_wanted):
+    """Per node: step 1 (a pod's view through CRI) and step 4 (NCCL's transport), each pass/fail/skipped."""
+    rows = []
+    if probe is None or probe.get("failed"):
+        rows.append({"host": host, "step": "1-pod", "status": "fail", "cause": "unreachable or probe failed",
+                     "detail": (probe or {}).get("msg")})
+    else:
+        pod = probe.get("pod") or {}
+        rows.append({"host": host, "step": "1-pod", "status": pod.get("status", "skipped"),
+                     "cause": pod.get("reason"),
+                     "detail": {"memlock": pod.get("memlock"), "devices": pod.get("devices_seen")}})
+    if not nccl_wanted:
+        return rows
+    nccl = nccl or {}
+    if nccl.get("status") == "absent":
+        rows.append({"host": host, "step": "4-nccl", "status": "skipped", "cause": nccl.get("reason"), "detail": None})
+    elif nccl.get("status") == "timed_out":
+        rows.append({"host": host, "step": "4-nccl", "status": "fail", "cause": "nccl-tests timed out",
+                     "detail": (nccl.get("result") or {}).get("transports")})
+    elif nccl.get("status") == "ran":
+        result = nccl.get("result") or {}
+        cause = result.get("cause")
+        if nccl.get("rc") not in (0, None):
+            cause = "nccl-tests failed (rc %s)%s" % (nccl.get("rc"), "; " + cause if cause else "")
+        rows.append({"host": host, "step": "4-nccl", "status": "fail" if cause else "pass", "cause": cause,
+                     "detail": {"transports": result.get("transports"),
+                                "avg_busbw_gbytes": result.get("avg_busbw_gbytes")}})
+    else:
+        rows.append({"host": host, "step": "4-nccl", "status": "fail", "cause": "unreachable or the run failed",
+                     "detail": nccl.get("msg")})
+    return rows
+
+
+def report(rows, nodes, settings, generated=None):
+    """The whole report: ``{generated, settings, summary, pairs: [row], nodes: [row]}``."""
+    counts = dict((s, 0) for s in STATUSES)
+    for row in list(rows) + list(nodes):
+        counts[row["status"]] += 1
+    status = "fail" if counts["fail"] else ("pass" if counts["pass"] else "skipped")
+    return {"generated": generated, "settings": settings,
+            "summary": {"status": status, "pairs": len(rows), "by_status": counts,
+                        "causes": sorted(set(c["kind"] for r in rows for c in r["causes"][:1]))},
+            "pairs": list(rows), "nodes": list(nodes)}
+
+
+# -- report.md and junit.xml ----------------------------------------------------------------------------------------
+_MARK = {"pass": "ok", "fail": "**FAIL**", "skipped": "*skipped*"}
+
+
+def _gbps(value):
+    return "-" if value is None else "%.2f" % value
+
+
+def markdown(rep):
+    """report.md: the verdict, one table row per pair x rail (Gb/s, % of line rate, cause), then the node steps."""
+    summary = rep["summary"]
+    out = ["# RDMA fabric acceptance", ""]
+    if rep.get("generated"):
+        out.append("Generated %s. " % rep["generated"])
+    settings = rep.get("settings") or {}
+    threshold = ("%s Gb/s (rdma_validate_min_gbps)" % settings["min_gbps"] if settings.get("min_gbps") is not None
+                 else "%s %% of the port's line rate" % settings.get("min_pct", 90))
+    out.append("Status **%s**: %d pair x rail rows; rows by status: %s. Accepted line: %s." % (
+        summary["status"], summary["pairs"], ", ".join("%s %d" % (s, summary["by_status"][s]) for s in STATUSES),
+        threshold))
+    out.extend(["", "## Point to point (ib_write_bw)", ""])
+    order = {"fail": 0, "skipped": 1, "pass": 2}
+    rows = sorted(rep["pairs"], key=lambda r: (order[r["status"]], r["pair"], r["rail"]))
+    out.extend(_table(["pair", "rail", "devices", "Gb/s", "% line", "line rate", "status", "likely cause", "notes"],
+                      [[r["pair"], r["rail"], "%s -> %s" % (r["client_device"] or "-", r["server_device"] or "-"),
+                        _gbps(r["gbps"]), "-" if r["pct_of_line_rate"] is None else "%.1f" % r["pct_of_line_rate"],
+                        _gbps(r["line_rate_gbps"]), _MARK[r["status"]], r["cause"],
+                        "; ".join([c["text"] for c in r["causes"][1:]] + r["notes"])] for r in rows]))
+    if rep.get("nodes"):
+        out.extend(["", "## Nodes (step 1: a pod through CRI; step 4: NCCL)", ""])
+        out.extend(_table(["host", "step", "status", "cause", "detail"],
+                          [[n["host"], n["step"], _MARK[n["status"]], n["cause"], n["detail"]] for n in rep["nodes"]]))
+    return "\n".join(out) + "\n"
+
+
+def junit(rep, suite="rdma.k8s_node validate"):
+    """junit.xml: a suite for the pairs and one for the node steps; fail is a failure, skipped is skipped."""
+    by = rep["summary"]["by_status"]
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             '<testsuites name=%s tests="%d" failures="%d" errors="0" skipped="%d">' % (
+                 quoteattr(suite), sum(by.values()), by["fail"], by["skipped"])]
+    groups = (("pairs", [("%s.rail%d" % (r["pair"].replace(" -> ", "->"), r["rail"]), "perftest", r)
+                         for r in rep["pairs"]]),
+              ("nodes", [("%s.%s" % (n["host"], n["step"]), "node", n) for n in rep.get("nodes") or []]))
+    for name, cases in groups:
+        fails = len([1 for dummy, dummy2, r in cases if r["status"] == "fail"])
+        skips = len([1 for dummy, dummy2, r in cases if r["status"] == "skipped"])
+        lines.append('  <testsuite name=%s tests="%d" failures="%d" errors="0" skipped="%d">' % (
+            quoteattr(name), len(cases), fails, skips))
+        for case, classname, row in cases:
+            lines.append('    <testcase classname=%s name=%s>' % (quoteattr(classname), quoteattr(case)))
+            body = json.dumps(dict((k, v) for k, v in row.items() if k != "status"), sort_keys=True, indent=1)
+            if row["status"] == "fail":
+                lines.append('      <failure type="fail" message=%s>%s</failure>' % (
+                    quoteattr(row.get("cause") or "fail"), escape(body)))
+            elif row["status"] == "skipped":
+                lines.append('      <skipped message=%s/>' % quoteattr(row.get("cause") or "skipped"))
+            lines.append("    </testcase>")
+        lines.append("  </testsuite>")
+    lines.append("</testsuites>")
+    return "\n".join(lines) + "\n"
+
+
+def short_summary(rep, limit=20):
+    """A few lines for the end of the play."""
+    lines = ["validate: status %s, %s" % (rep["summary"]["status"], ", ".join(
+        "%s %d" % (s, rep["summary"]["by_status"][s]) for s in STATUSES))]
+    for row in rep["pairs"]:
+        if len(lines) > limit:
+            lines.append("... more in the report")
+            break
+        lines.append("%s rail %d %s %s Gb/s%s" % (row["pair"], row["rail"], row["status"].upper(), _gbps(row["gbps"]),
+                                                  ": " + row["cause"] if row["cause"] else ""))
+    for node in rep.get("nodes") or []:
+        if node["status"] != "pass":
+            lines.append("%s %s %s: %s" % (node["host"], node["step"], node["status"].upper(), node["cause"]))
+    return lines

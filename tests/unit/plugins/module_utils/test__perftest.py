@@ -1,0 +1,123 @@
+"""perftest and NCCL output parsing and the GID index choice, on real output (upstream issues and the VM run)."""
+
+import pathlib
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _perftest
+
+OUT = pathlib.Path(__file__).parent / "perftest_outputs"
+
+
+def read(name):
+    return (OUT / name).read_text()
+
+
+def test_report_gbits_result_row_and_header_fields():
+    parsed = _perftest.parse_perftest(read("upstream-issue273-postlist.txt"))
+    assert (parsed["bytes"], parsed["iterations"]) == (8, 224958464)
+    assert (parsed["peak_gbps"], parsed["avg_gbps"], parsed["msg_rate_mpps"]) == (0.0, 0.48, 7.498617)
+    assert parsed["fields"]["gid_index"] == "2" and parsed["fields"]["link_type"] == "Ethernet"
+    assert parsed["fields"]["device"] == "ib0" and parsed["fields"]["mtu"] == "4096[B]"
+    assert parsed["errors"] == []
+
+
+def test_all_sizes_run_keeps_the_largest_size():
+    parsed = _perftest.parse_perftest(read("upstream-issue132-all-sizes.txt"))
+    assert parsed["bytes"] == 8 and parsed["avg_gbps"] == 0.17
+    assert parsed["fields"]["link_type"] == "IB"
+
+
+def test_megabytes_are_converted_to_gigabits():
+    text = (" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+            " 1024       1000             0.00               1476.74             1.512181\n")
+    assert _perftest.parse_perftest(text)["avg_gbps"] == round(1476.74 * 8 * 1048576 / 1e9, 4)
+
+
+def test_no_server_is_an_error_without_result():
+    parsed = _perftest.parse_perftest(read("upstream-pr228-no-server.txt"))
+    assert parsed["avg_gbps"] is None
+    assert parsed["errors"][0] == "Couldn't connect to 192.168.125.211:18515"
+
+
+def test_vm_zero_iterations_is_a_result_of_zero():
+    parsed = _perftest.parse_perftest(read("vm-rxe-netns-zero.txt"))
+    assert parsed["avg_gbps"] == 0.0 and parsed["iterations"] == 0
+    assert parsed["fields"]["device"] == "rxea"
+
+
+def test_vm_rtr_failure_lines():
+    parsed = _perftest.parse_perftest(read("vm-rxe-same-netns-rtr.txt"))
+    assert parsed["avg_gbps"] is None
+    assert parsed["errors"] == ["Failed to modify QP 17 to RTR", "Unable to Connect the HCA's through the link"]
+
+
+# GID tables as the VM's rxe over a veth showed them (index 0 link-local, 1 IPv4-mapped, 2 empty)
+VETH = [("0", "fe80:0000:0000:0000:94f7:03ff:fedd:6111", "RoCE v2", "va"),
+        ("1", "0000:0000:0000:0000:0000:ffff:c0a8:4d01", "RoCE v2", "va"),
+        ("2", "0000:0000:0000:0000:0000:0000:0000:0000", None, None)]
+
+
+def test_gid_table_drops_empty_entries_and_reads_the_ipv4_address():
+    table = _perftest.gid_table(VETH)
+    assert [e["index"] for e in table] == [0, 1]
+    assert table[1]["ipv4"] == "192.168.77.1" and table[0]["ipv4"] is None
+
+
+def test_the_roce_v2_ipv4_entry_is_chosen():
+    assert _perftest.choose_gid_index(_perftest.gid_table(VETH), "Ethernet") == (1, None)
+
+
+def test_a_fixed_link_local_index_is_refused_with_the_right_one_named():
+    index, problem = _perftest.choose_gid_index(_perftest.gid_table(VETH), "Ethernet", wanted=0)
+    assert index == 0
+    assert "not the RoCE v2 IPv4 entry" in problem and "index 1 (192.168.77.1)" in problem
+
+
+def test_an_empty_fixed_index_and_no_ipv4():
+    assert "empty" in _perftest.choose_gid_index(_perftest.gid_table(VETH), "Ethernet", wanted=5)[1]
+    assert _perftest.choose_gid_index(_perftest.gid_table(VETH[:1]), "Ethernet")[0] is None
+
+
+def test_infiniband_needs_no_gid_index():
+    assert _perftest.choose_gid_index([], "InfiniBand") == (None, None)
+
+
+@pytest.mark.parametrize("rate, gbps", [("200 Gb/sec (4X HDR)", 200.0), ("2.5 Gb/sec (1X SDR)", 2.5),
+                                        ("10 Gb/sec (1X FDR10)", 10.0), ("", None), (None, None)])
+def test_rate(rate, gbps):
+    assert _perftest.rate_gbps(rate) == gbps
+
+
+def test_command_lines():
+    argv = _perftest.client_argv("ib_write_bw", "mlx5_0", 1, 18516, "192.0.2.2", gid_index=3, duration=5, rdma_cm=True)
+    assert argv == ["ib_write_bw", "-d", "mlx5_0", "-i", "1", "-p", "18516", "-s", "65536", "-q", "1", "-F",
+                    "--report_gbits", "-R", "-x", "3", "-D", "5", "192.0.2.2"]
+    assert "-n" in _perftest.server_argv("ib_write_bw", "mlx5_0", 1, 18515, iterations=100)
+
+
+def test_nccl_gdrdma_everywhere_passes():
+    parsed = _perftest.parse_nccl(read("nccl-upstream-issue707-gdrdma.txt"))
+    assert parsed["verdict"] == "pass" and parsed["gdrdma"] == parsed["net_ib"] == 12
+
+
+def test_nccl_ib_without_gdrdma_fails():
+    parsed = _perftest.parse_nccl(read("nccl-upstream-mesh56-no-gdr.txt"))
+    assert parsed["verdict"] == "fail" and parsed["cause"].startswith("no GDRDMA: 4 of 4")
+
+
+def test_nccl_ib_plugin_without_gdrdma_fails():
+    parsed = _perftest.parse_nccl(read("nccl-upstream-issue1814-ibext.txt"))
+    assert parsed["net_ib"] == 3 and parsed["verdict"] == "fail"
+
+
+def test_nccl_without_network_channels_fails():
+    parsed = _perftest.parse_nccl(read("nccl-upstream-issue1538-p2p-only.txt"))
+    assert parsed["verdict"] == "fail" and parsed["p2p_or_shm"] == 2 and "no network channel" in parsed["cause"]
+
+
+def test_nccl_socket_fallback_and_bus_bandwidth():
+    text = ("host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
+            "# Avg bus bandwidth    : 1.234 \n")
+    parsed = _perftest.parse_nccl(text)
+    assert parsed["verdict"] == "fail" and "sockets" in parsed["cause"] and parsed["avg_busbw_gbytes"] == 1.234

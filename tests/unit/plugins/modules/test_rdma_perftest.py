@@ -1,0 +1,156 @@
+"""rdma_perftest: the probe on a sysfs tree shaped like the VM's rxe (read there), and the process control of
+server, client and stop with stand-in programs - a server that listens, one that never does, a client that
+outlives its timeout - so that nothing is left running.  Real ib_write_bw runs in molecule/kernel_vm."""
+
+import os
+import stat
+import time
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.modules import rdma_perftest
+from unit.plugins.modules.harness import ModuleFail, run_module
+
+
+def script(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def run(monkeypatch, check=False, expect=None, **args):
+    kwargs = {"expect": expect} if expect else {}
+    return run_module(monkeypatch, rdma_perftest.main, args, check=check, **kwargs)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    with open("/proc/%d/stat" % pid, encoding="ascii") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def sysfs(tmp_path):
+    """rxeva over veth va as the VM showed it (port down once its peer is down); GID 2 is empty (EINVAL attrs)."""
+    root = tmp_path / "root"
+    port = root / "sys/class/infiniband/rxeva/ports/1"
+    for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+        (port / sub).mkdir(parents=True)
+    (port / "state").write_text("1: DOWN\n")
+    (port / "phys_state").write_text("3: Disabled\n")
+    (port / "link_layer").write_text("Ethernet\n")
+    (port / "rate").write_text("10 Gb/sec (1X FDR10)\n")
+    gids = ["fe80:0000:0000:0000:94f7:03ff:fedd:6111", "0000:0000:0000:0000:0000:ffff:c0a8:4d01",
+            "0000:0000:0000:0000:0000:0000:0000:0000"]
+    for index, gid in enumerate(gids):
+        (port / "gids" / str(index)).write_text(gid + "\n")
+        if index < 2:
+            (port / "gid_attrs/types" / str(index)).write_text("RoCE v2\n")
+            (port / "gid_attrs/ndevs" / str(index)).write_text("va\n")
+    net = root / "sys/class/net/va"
+    net.mkdir(parents=True)
+    (net / "operstate").write_text("lowerlayerdown\n")
+    (net / "mtu").write_text("1500\n")
+    return root
+
+
+def test_probe_reads_the_port_and_chooses_the_ipv4_gid(monkeypatch, sysfs, tmp_path):
+    result = run(monkeypatch, action="probe", host_root=str(sysfs), binary=str(tmp_path / "missing"),
+                 devices=[{"device": "rxeva"}, {"device": "rxe9"}, {"device": "rxeva", "gid_index": 0}])
+    first, missing, fixed = result["ports"]
+    assert (first["state"], first["phys_state"], first["operstate"], first["mtu"]) == \
+        ("DOWN", "Disabled", "lowerlayerdown", 1500)
+    assert (first["gid_index"], first["ipv4"], first["netdev"], first["rate_gbps"]) == (1, "192.168.77.1", "va", 10.0)
+    assert [g["index"] for g in first["gids"]] == [0, 1]
+    assert missing["exists"] is False and "no port 1" in missing["gid_problem"]
+    assert fixed["gid_index"] == 0 and "not the RoCE v2 IPv4 entry" in fixed["gid_problem"]
+    assert result["perftest"]["path"] is None
+    assert result["pod"] == {"status": "skipped", "reason": "no pod_image given"}
+    assert result["changed"] is False
+
+
+def test_probe_without_crictl_says_so(monkeypatch, sysfs):
+    result = run(monkeypatch, action="probe", host_root=str(sysfs), pod_image="busybox", crictl="/nonexistent/crictl")
+    assert result["pod"]["status"] == "skipped" and "no CRI client" in result["pod"]["reason"]
+
+
+def test_server_listens_then_stop_ends_it_and_returns_its_output(monkeypatch, tmp_path):
+    fake = script(tmp_path, "fake_bw", "echo '* Waiting for client to connect... *'\nexec sleep 60\n")
+    run_dir = str(tmp_path / "run")
+    job = {"id": "a--b--r0", "device": "rxe0", "tcp_port": 18515}
+    started = run(monkeypatch, action="server", binary=fake, run_dir=run_dir, jobs=[job], start_timeout=10)
+    entry = started["jobs"][0]
+    assert entry["status"] == "listening" and started["changed"] is True
+    assert alive(entry["pid"])
+    stopped = run(monkeypatch, action="stop", run_dir=run_dir, jobs=[{"id": job["id"]}])
+    assert stopped["jobs"][0]["was_running"] is True
+    assert "Waiting for client" in stopped["jobs"][0]["output"]
+    time.sleep(0.3)
+    assert not alive(entry["pid"]) and os.listdir(run_dir) == []
+
+
+def test_server_that_never_listens_is_killed(monkeypatch, tmp_path):
+    hang = script(tmp_path, "hang_bw", "echo starting\nexec sleep 60\n")
+    result = run(monkeypatch, action="server", binary=hang, run_dir=str(tmp_path / "run"), start_timeout=1,
+                 jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18599}])
+    entry = result["jobs"][0]
+    assert entry["status"] == "not_started" and entry["output"] == "starting\n"
+    assert not alive(entry["pid"])
+
+
+def test_server_that_exits_reports_its_code(monkeypatch, tmp_path):
+    bad = script(tmp_path, "bad_bw", "echo 'IB device rxe9 not found' >&2\nexit 1\n")
+    entry = run(monkeypatch, action="server", binary=bad, run_dir=str(tmp_path / "run"),
+                jobs=[{"id": "x", "device": "rxe9", "tcp_port": 18599}])["jobs"][0]
+    assert entry["status"] == "exited" and entry["rc"] == 1 and "not found" in entry["output"]
+
+
+def test_client_is_killed_at_its_timeout(monkeypatch, tmp_path):
+    slow = script(tmp_path, "slow_bw", "echo connecting\nsleep 60\n")
+    entry = run(monkeypatch, action="client", binary=slow, timeout=1,
+                jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18515, "server_address": "192.0.2.1"}])["jobs"][0]
+    assert entry["timed_out"] is True and entry["seconds"] < 10 and "connecting" in entry["output"]
+
+
+def test_client_result_is_parsed(monkeypatch, tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+                   " 65536      1792             0.00               0.31   \t\t   0.000597\n")
+    fake = script(tmp_path, "ok_bw", "cat %s\n" % out)
+    entry = run(monkeypatch, action="client", binary=fake,
+                jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18515, "server_address": "10.0.2.15"}])["jobs"][0]
+    assert entry["rc"] == 0 and entry["timed_out"] is False and entry["result"]["avg_gbps"] == 0.31
+    assert entry["argv"][-1] == "10.0.2.15" and "-R" in entry["argv"]
+
+
+def test_missing_perftest_is_a_result(monkeypatch, tmp_path):
+    entry = run(monkeypatch, action="client", binary=str(tmp_path / "none"),
+                jobs=[{"id": "x", "device": "rxe0", "tcp_port": 1, "server_address": "h"}])["jobs"][0]
+    assert entry["missing"] is True and entry["rc"] == 127
+
+
+def test_nccl_absent(monkeypatch):
+    result = run(monkeypatch, action="nccl", command=["/nonexistent/all_reduce_perf"])
+    assert result["nccl"]["status"] == "absent"
+
+
+def test_check_mode_runs_nothing(monkeypatch, tmp_path):
+    result = run(monkeypatch, check=True, action="server", run_dir=str(tmp_path / "run"),
+                 jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18515}])
+    assert result["skipped"] is True and result["changed"] is False and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"action": "server", "jobs": [{"id": "../x", "device": "d", "tcp_port": 1}]}, "job id"),
+    ({"action": "client", "jobs": [{"id": "x", "device": "d", "tcp_port": 1}]}, "server_address"),
+    ({"action": "server", "jobs": [{"id": "x", "device": "d", "tcp_port": 70000}]}, "not a TCP port"),
+    ({"action": "client", "timeout": 0}, "timeout must be positive"),
+    ({"action": "probe", "bogus": 1}, "Unsupported parameters"),
+])
+def test_bad_input(monkeypatch, args, message):
+    failure = run(monkeypatch, expect=ModuleFail, **args)
+    assert message in failure["msg"]

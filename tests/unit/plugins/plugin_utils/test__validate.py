@@ -1,0 +1,169 @@
+"""Fabric acceptance on the controller: pairing, rails, the plan, and the verdict with its likely cause."""
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _validate as v
+
+
+def port(device="mlx5_0", **over):
+    base = {"device": device, "port": 1, "exists": True, "state": "ACTIVE", "phys_state": "LinkUp",
+            "link_layer": "Ethernet", "rate_gbps": 200.0, "netdev": "eth-" + device, "operstate": "up", "mtu": 4200,
+            "gid_index": 3, "gid_problem": None, "ipv4": "192.0.2.10"}
+    base.update(over)
+    return base
+
+
+def probe(*ports, path="/usr/bin/ib_write_bw"):
+    return {"perftest": {"binary": "ib_write_bw", "path": path}, "ports": list(ports), "pod": {"status": "skipped"}}
+
+
+def one_job(cprobe, sprobe, rails=("mlx5_0",)):
+    the_plan = v.plan([("a", "b")], {"a": v.parse_rails(rails), "b": v.parse_rails(rails)}, {"a": cprobe, "b": sprobe})
+    return the_plan, the_plan["jobs"][0]
+
+
+def ran(gbps, rc=0, timed_out=False, output=""):
+    return {"rc": rc, "timed_out": timed_out, "seconds": 5.1, "output": output,
+            "result": {"avg_gbps": gbps, "iterations": 100, "errors": []}}
+
+
+SETTINGS = {"min_pct": 90, "min_gbps": None, "timeout": 60, "start_timeout": 20}
+
+
+def test_ring_pairs():
+    assert v.ring_pairs(["a"]) == []
+    assert v.ring_pairs(["a", "b"]) == [("a", "b")]
+    assert v.ring_pairs(["a", "b", "c"]) == [("a", "b"), ("b", "c"), ("c", "a")]
+
+
+def test_explicit_pairs_are_checked():
+    assert v.explicit_pairs(["a", "b"], [["a", "b"], {"client": "b", "server": "a"}]) == [("a", "b"), ("b", "a")]
+    with pytest.raises(v.ValidateInputError, match="not in the play"):
+        v.explicit_pairs(["a", "b"], [["a", "z"]])
+    with pytest.raises(v.ValidateInputError, match="itself"):
+        v.explicit_pairs(["a"], [["a", "a"]])
+    with pytest.raises(v.ValidateInputError):
+        v.explicit_pairs(["a", "b"], ["a"])
+
+
+def test_rails_parse_and_default():
+    assert v.parse_rails(["mlx5_0", "mlx5_1:2", {"device": "rxe0", "netns": "ns1"}]) == [
+        {"device": "mlx5_0", "port": 1, "netns": None}, {"device": "mlx5_1", "port": 2, "netns": None},
+        {"device": "rxe0", "port": 1, "netns": "ns1"}]
+    with pytest.raises(v.ValidateInputError):
+        v.parse_rails(["bad name"])
+    facts = {"devices": [{"name": "mlx5_10", "ports": [{"port": 1}]}, {"name": "mlx5_2", "ports": [{"port": 1}]},
+                         {"name": "mlx5_3", "is_vf": True, "ports": [{"port": 1}]}, {"name": "nop", "ports": []}]}
+    assert [r["device"] for r in v.default_rails(facts)] == ["mlx5_2", "mlx5_10"]
+
+
+def test_plan_gives_each_server_job_its_own_port_and_the_client_the_address():
+    both = probe(port("mlx5_0"), port("mlx5_1", ipv4="192.0.2.11"))
+    the_plan = v.plan([("a", "b"), ("c", "b")], {h: v.parse_rails(["mlx5_0", "mlx5_1"]) for h in "abc"},
+                      {h: both for h in "abc"}, base_port=20000)
+    assert [j["tcp_port"] for j in the_plan["servers"]["b"]] == [20000, 20001, 20002, 20003]
+    assert [j["server_address"] for j in the_plan["clients"]["a"]] == ["192.0.2.10", "192.0.2.11"]
+    assert the_plan["clients"]["a"][0]["gid_index"] == 3
+
+
+def test_blocked_jobs_do_not_run_and_carry_their_cause():
+    cases = {
+        "unreachable": (None, probe(port())),
+        "no_rail": (probe(port()), probe()),
+        "link_down": (probe(port(state="DOWN", operstate="down")), probe(port())),
+        "perftest_missing": (probe(port(), path=None), probe(port())),
+        "gid_index": (probe(port(gid_index=None, gid_problem="no RoCE v2 GID")), probe(port())),
+    }
+    for kind, (cprobe, sprobe) in cases.items():
+        the_plan, job = one_job(cprobe, sprobe)
+        assert not the_plan["servers"] and not the_plan["clients"], kind
+        row = v.judge(job, None, None, {}, SETTINGS)
+        assert row["status"] == "fail" and row["causes"][0]["kind"] == kind, (kind, row)
+
+
+def test_missing_rail_on_one_side():
+    the_plan = v.plan([("a", "b")], {"a": v.parse_rails(["mlx5_0", "mlx5_1"]), "b": v.parse_rails(["mlx5_0"])},
+                      {"a": probe(port("mlx5_0"), port("mlx5_1")), "b": probe(port("mlx5_0"))})
+    assert len(the_plan["jobs"]) == 2 and len(the_plan["clients"]["a"]) == 1
+    row = v.judge(the_plan["jobs"][1], None, None, {}, SETTINGS)
+    assert row["cause"] == "b has no rail 1 (its rails: mlx5_0)"
+
+
+def test_pass_at_ninety_percent_of_the_lower_line_rate():
+    dummy, job = one_job(probe(port(rate_gbps=200.0)), probe(port(rate_gbps=100.0)))
+    row = v.judge(job, {"status": "listening"}, ran(91.0), {}, SETTINGS)
+    assert row["status"] == "pass" and row["line_rate_gbps"] == 100.0 and row["pct_of_line_rate"] == 91.0
+    assert row["notes"] == ["port rates differ: a 200.0 Gb/s, b 100.0 Gb/s"]
+    slow = v.judge(job, {"status": "listening"}, ran(89.0), {}, SETTINGS)
+    assert slow["status"] == "fail" and slow["causes"][0]["kind"] == "below_line_rate"
+
+
+def test_absolute_line_replaces_the_percentage():
+    dummy, job = one_job(probe(port(rate_gbps=10.0)), probe(port(rate_gbps=10.0)))
+    row = v.judge(job, {"status": "listening"}, ran(0.3), {}, dict(SETTINGS, min_gbps=0.01))
+    assert row["status"] == "pass" and row["threshold_gbps"] == 0.01 and row["pct_of_line_rate"] == 3.0
+
+
+def test_slow_link_names_mtu_mismatch_and_cross_numa():
+    dummy, job = one_job(probe(port(mtu=1500)), probe(port(mtu=9000)))
+    facts = {"a": {"gpu_nic_affinity": {"0000:18:00.0": {"mlx5_0": "SYS"}}}}
+    row = v.judge(job, {"status": "listening"}, ran(20.0), facts, SETTINGS)
+    kinds = [c["kind"] for c in row["causes"]]
+    assert kinds == ["mtu_mismatch", "below_line_rate", "cross_numa"]
+    assert row["cause"].startswith("MTU mismatch: a eth-mlx5_0 1500, b eth-mlx5_0 9000")
+
+
+def test_wrong_fixed_gid_index_fails_even_when_traffic_passes():
+    dummy, job = one_job(probe(port(gid_index=0, gid_problem="GID index 0 is RoCE v2 fe80::, not the RoCE v2 IPv4 "
+                                                            "entry")), probe(port()))
+    row = v.judge(job, {"status": "listening"}, ran(199.0), {}, SETTINGS)
+    assert row["status"] == "fail" and row["causes"][0]["kind"] == "gid_index" and row["gbps"] == 199.0
+
+
+@pytest.mark.parametrize("server, client, kind", [
+    ({"status": "not_started", "waited": 20, "output": ""}, ran(None, rc=1), "server"),
+    ({"status": "exited", "rc": 1, "output": "IB device mlx5_9 not found"}, None, "server"),
+    ({"status": "listening"}, ran(None, rc=-9, timed_out=True), "client_timeout"),
+    ({"status": "listening"}, ran(None, rc=1, output="Couldn't connect to 192.0.2.10:18515"), "client"),
+    ({"status": "listening"}, None, "client"),
+    ({"status": "listening"}, ran(0.0), "no_traffic"),
+])
+def test_run_failures(server, client, kind):
+    dummy, job = one_job(probe(port()), probe(port()))
+    row = v.judge(job, server, client, {}, SETTINGS)
+    assert row["status"] == "fail" and row["causes"][0]["kind"] == kind, row
+
+
+def test_unknown_line_rate_asks_for_an_absolute_line():
+    dummy, job = one_job(probe(port(rate_gbps=None)), probe(port(rate_gbps=None)))
+    assert v.judge(job, {"status": "listening"}, ran(5.0), {}, SETTINGS)["causes"][0]["kind"] == "line_rate_unknown"
+
+
+def test_check_mode_rows_are_skipped():
+    dummy, job = one_job(probe(port()), probe(port()))
+    assert v.judge(job, None, None, {}, dict(SETTINGS, check_mode=True))["status"] == "skipped"
+
+
+def test_node_rows():
+    rows = v.node_rows("a", probe(port()), {"status": "absent", "reason": "nccl-tests not installed"}, True)
+    assert [(r["step"], r["status"]) for r in rows] == [("1-pod", "skipped"), ("4-nccl", "skipped")]
+    ran_nccl = {"status": "ran", "rc": 0, "result": {"cause": "no GDRDMA: 2 of 2", "transports": {}}}
+    assert v.node_rows("a", None, ran_nccl, True)[1]["status"] == "fail"
+    assert v.node_rows("a", None, None, False)[0]["status"] == "fail"
+
+
+def test_report_markdown_and_junit():
+    dummy, job = one_job(probe(port()), probe(port()))
+    good = v.judge(job, {"status": "listening"}, ran(190.0), {}, SETTINGS)
+    bad = v.judge(job, {"status": "listening"}, ran(10.0), {}, SETTINGS)
+    rep = v.report([good, bad], v.node_rows("a", probe(port()), None, False), SETTINGS, "2026-01-01T00:00:00Z")
+    assert rep["summary"]["status"] == "fail" and rep["summary"]["by_status"] == {"pass": 1, "fail": 1, "skipped": 1}
+    text = v.markdown(rep)
+    assert "| a -> b | 0 | mlx5_0 -> mlx5_0 | 10.00 | 5.0 | 200.00 | **FAIL** |" in text
+    root = ET.fromstring(v.junit(rep))
+    assert root.get("failures") == "1" and root.get("skipped") == "1"
+    assert [s.get("name") for s in root] == ["pairs", "nodes"]
+    assert len(root.findall(".//failure")) == 1 and len(root.findall(".//skipped")) == 1
+    assert v.short_summary(rep)[0] == "validate: status fail, pass 1, fail 1, skipped 1"
