@@ -30,8 +30,11 @@ def test_apt_source_key_and_pin(host, node):
     source = host.file("/etc/apt/sources.list.d/rdma-k8s-node-doca.sources").content_string
     assert f"URIs: {node[1]}\n" in source and "Suites: ./\n" in source
     assert "Signed-By: /etc/apt/keyrings/rdma-k8s-node-doca.asc\n" in source
-    assert host.file("/etc/apt/keyrings/rdma-k8s-node-doca.asc").content_string.startswith(
-        "-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    keyring = host.file("/etc/apt/keyrings/rdma-k8s-node-doca.asc")
+    assert keyring.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    assert (keyring.user, keyring.group, keyring.mode) == ("root", "root", 0o644)
+    # the key the role checked against doca_ofed_gpg_fingerprint, byte for byte the repository's
+    assert keyring.content_string == host.file("/srv/doca-mirror/doca/GPG-KEY-Mellanox.pub").content_string
     pin = host.file("/etc/apt/preferences.d/rdma-k8s-node-doca.pref").content_string
     assert "Package: doca-ofed\nPin: version 3.2.0-*\nPin-Priority: 1001\n" in pin, "the hand edit was repaired"
     policy = host.check_output("apt-cache policy doca-ofed")
@@ -96,5 +99,8 @@ def test_el_repository_file(host, node):
     text = host.file("/tmp/el-yum.repos.d/rdma-k8s-node-doca.repo").content_string
     assert "[rdma-k8s-node-doca]\n" in text
     assert "baseurl = https://linux.mellanox.com/public/repo/doca/3.2.0/rhel9.4/x86_64/\n" in text
-    assert "gpgkey = https://linux.mellanox.com/public/repo/doca/3.2.0/rhel9.4/x86_64/GPG-KEY-Mellanox.pub\n" in text
+    # dnf imports the key from the copy the role checked, never from the URL
+    assert "gpgkey = file:///tmp/el-rpm-gpg/RPM-GPG-KEY-rdma-k8s-node-doca\n" in text
+    key = host.file("/tmp/el-rpm-gpg/RPM-GPG-KEY-rdma-k8s-node-doca")
+    assert key.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----") and key.mode == 0o644
     assert "gpgcheck = 1\n" in text and "enabled = 1\n" in text
