@@ -594,7 +594,7 @@ def run_ib_vf_guids(module):
     autoprobe = host.read_attr(pf["path"] + "/sriov_drivers_autoprobe", default="1") != "0"
     unbound = [vf for vf in state["vfs"] if not vf["driver"]] if autoprobe and pf_driver else []
     for vf in unbound:
-        rebind_actions[vf["index"]] = action("bind", vf["pci_address"], driver=pf_driver, vf=vf["index"], netdevs=[],
+        rebind_actions[vf["index"]] = action("bind", vf["pci_address"], driver=pf_driver,
                                              reason="VF %d has no driver" % vf["index"])
         result.add(rebind_actions[vf["index"]])
     pool_plan = None
@@ -700,7 +700,7 @@ def _report_renames(module, host, pf, vf_by_index, rebind_actions, expect, resul
     renames = []
     for index, step in sorted(rebind_actions.items()):
         old, new = vf_by_index[index]["netdevs"], names.get(index, [])
-        step["netdevs_after"] = new
+        step.update(vf=index, netdevs=old, netdevs_after=new)
         if old != new:
             renames.append({"vf": index, "pci_address": vf_by_index[index]["pci_address"], "old": old, "new": new})
     if pending:

@@ -122,8 +122,8 @@ netdev_renames:
   description:
     - VFs whose netdev name changed through the re-bind (C(vf), C(pci_address), C(old) and C(new) netdev names),
       found again by PCI address. A re-bind removes the VF's netdev and registers a new one, which the kernel names
-      with the lowest free C(ib%d)/C(eth%d) and udev may rename; C(rebind)/C(bind) actions carry C(netdevs) (before)
-      and C(netdevs_after).
+      with the lowest free C(ib%d)/C(eth%d) and udev may rename. After the run, the C(rebind)/C(bind) actions carry
+      C(vf), C(netdevs) (before) and C(netdevs_after); in check mode C(rebind) actions carry C(vf) and C(netdevs).
     - When the old name was given by udev (C(name_assign_type) 4), the module waits up to 10 s for udev to rename
       the new netdev too, and warns if it does not.
   returned: always
