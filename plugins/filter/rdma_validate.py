@@ -62,7 +62,9 @@ def rdma_validate_plan(pairs, hostvars, base_port=18515, rails_var="rdma_validat
     for host in hosts:
         registered = _var(hostvars, host, probe_var)
         probes[host] = None if not isinstance(registered, Mapping) or registered.get("unreachable") else registered
-    return _validate.plan([tuple(p) for p in pairs], rails, probes, int(base_port))
+    # a host may set its own first port (rdma_validate_base_port in its host_vars)
+    ports = dict((h, int(_var(hostvars, h, "rdma_validate_base_port") or base_port)) for h in hosts)
+    return _validate.plan([tuple(p) for p in pairs], rails, probes, ports)
 
 
 def _by_id(registered):

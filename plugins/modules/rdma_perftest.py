@@ -498,7 +498,9 @@ def do_server(module, params, result):
             jobs.append({"id": job["id"], "status": "not_started", "output": "%s is not installed" % params["binary"]})
             continue
         pid_file, log_file = _files(params, job["id"])
-        argv = _in_netns(module, job, [timeout_cmd, "--kill-after=%d" % KILL_GRACE, str(params["timeout"])]
+        # stdbuf: perftest's stdout is a file here, and its banner must reach the log when printed, not at exit
+        argv = _in_netns(module, job, [timeout_cmd, "--kill-after=%d" % KILL_GRACE, str(params["timeout"]),
+                                       module.get_bin_path("stdbuf", required=True), "-oL", "-eL"]
                          + _perftest.server_argv(binary, job["device"], job["port"], job["tcp_port"],
                                                  **_test_args(params, job)))
         # detached (its own session), output to the log; GNU timeout ends it even if nobody calls stop

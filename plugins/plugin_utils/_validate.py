@@ -97,8 +97,11 @@ def plan(pairs, rails, probes, base_port=18515):
 
     ``rails``: ``{host: [rail]}``; ``probes``: ``{host: rdma_perftest probe result or None (unreachable)}``.
     Returns ``{"jobs": [...], "servers": {host: [job args]}, "clients": {host: [job args]}}``; each server host
-    numbers its TCP ports from ``base_port`` so several jobs can run on one node.
+    numbers its TCP ports from ``base_port`` (an int, or ``{host: int}`` with a per-host first port) so several
+    jobs can run on one node.
     """
+    if not isinstance(base_port, dict):
+        base_port = {"__all__": base_port}
     jobs, servers, clients = [], {}, {}
     next_port = {}
     for client, server in pairs:
@@ -118,7 +121,7 @@ def plan(pairs, rails, probes, base_port=18515):
             if job["blocked"]:
                 continue
             srv, cli = job["ends"]["server"], job["ends"]["client"]
-            tcp_port = next_port.get(server, base_port)
+            tcp_port = next_port.get(server, base_port.get(server, base_port.get("__all__", 18515)))
             next_port[server] = tcp_port + 1
             job["tcp_port"] = tcp_port
             servers.setdefault(server, []).append({
@@ -175,8 +178,13 @@ def _first_error(output, result):
     errors = (result or {}).get("errors") or []
     if errors:
         return errors[0]
-    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip().strip("*-# ")]
     return lines[-1] if lines else "no output"
+
+
+def _tail(text, limit=1500):
+    text = text or ""
+    return text if len(text) <= limit else "..." + text[-limit:]
 
 
 def _numa_hint(host, facts, device):
@@ -230,6 +238,8 @@ def judge(job, server_run, client_run, facts, settings):
         row["cause"] = "check mode: no traffic was run"
         return _finish(row, [], notes, keep_status=True)
     server_run = server_run or {}
+    row["server_output"] = _tail(((server_run.get("stop") or {}).get("output")) or server_run.get("output"))
+    row["client_output"] = _tail((client_run or {}).get("output"))
     if server_run.get("status") == "not_started":
         causes.append(("server", "%s: server did not listen within %ss (%s)" % (
             job["server"], server_run.get("waited", settings.get("start_timeout")),

@@ -10,6 +10,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -115,3 +116,18 @@ def test_without_the_base_spec_memlock_was_finite(uid):
     baseline = {r["uid"]: r for r in json.loads((EPHEMERAL / "cri-baseline-rdma-vm.json").read_text())}[uid]
     assert baseline["memlock_hard"] != UNLIMITED and baseline["memlock_hard"] <= 64 * 1024 * 1024, baseline
     assert baseline["shell"]["l"] != UNLIMITED, baseline
+
+
+def test_fabric_acceptance_report(host):
+    """validate.yml (side_effect) wrote the audit's report formats: a real ib_write_bw result and every fault row."""
+    reports = EPHEMERAL / "rdma-validate"
+    report = json.loads((reports / "report.json").read_text())
+    rows = {row["id"]: row for row in report["pairs"]}
+    passing = rows["node-a--node-b--r0"]
+    assert passing["status"] == "pass" and passing["gbps"] > 0 and passing["pct_of_line_rate"] > 0
+    assert "BW average[Gb/sec]" in passing["client_output"]
+    assert report["summary"]["by_status"]["fail"] == 5
+    junit = ET.parse(str(reports / "junit.xml")).getroot()
+    assert junit.get("failures") == "5"
+    assert "| node-a -> node-b | 0 | rxe0 -> rxe0 |" in (reports / "report.md").read_text()
+    assert host.run("pgrep -f 'ib_write_bw|perftest-hang'").rc == 1

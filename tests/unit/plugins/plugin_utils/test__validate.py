@@ -116,8 +116,8 @@ def test_slow_link_names_mtu_mismatch_and_cross_numa():
 
 
 def test_wrong_fixed_gid_index_fails_even_when_traffic_passes():
-    dummy, job = one_job(probe(port(gid_index=0, gid_problem="GID index 0 is RoCE v2 fe80::, not the RoCE v2 IPv4 "
-                                                            "entry")), probe(port()))
+    problem = "GID index 0 is RoCE v2 fe80::, not the RoCE v2 IPv4 entry"
+    dummy, job = one_job(probe(port(gid_index=0, gid_problem=problem)), probe(port()))
     row = v.judge(job, {"status": "listening"}, ran(199.0), {}, SETTINGS)
     assert row["status"] == "fail" and row["causes"][0]["kind"] == "gid_index" and row["gbps"] == 199.0
 
@@ -167,3 +167,10 @@ def test_report_markdown_and_junit():
     assert [s.get("name") for s in root] == ["pairs", "nodes"]
     assert len(root.findall(".//failure")) == 1 and len(root.findall(".//skipped")) == 1
     assert v.short_summary(rep)[0] == "validate: status fail, pass 1, fail 1, skipped 1"
+
+
+def test_per_host_first_port():
+    both = probe(port())
+    the_plan = v.plan([("a", "b"), ("b", "a")], {h: v.parse_rails(["mlx5_0"]) for h in "ab"}, {"a": both, "b": both},
+                      base_port={"a": 20000, "b": 21000})
+    assert the_plan["servers"]["b"][0]["tcp_port"] == 21000 and the_plan["servers"]["a"][0]["tcp_port"] == 20000
