@@ -204,8 +204,8 @@ def test_synthetic_node_devices_vfs_and_guids(node):
     assert (pf["is_vf"], pf["pf"], pf["numa_node"], pf["netdevs"]) == (False, None, 0, ["ibp26s0"])
     assert pf["ports"][0]["port_guid"] == "a088:c203:0013:2a7c"
     # gathered without commands: the VF admin attributes (rtnetlink only) are not read
-    assert all(vf.pop(key) is None for vf in pf["vfs"] for key in ("link_state", "trust", "spoofchk", "vlan", "qos",
-                                                                  "mac"))
+    admin_keys = ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")
+    assert all(vf.pop(key) is None for vf in pf["vfs"] for key in admin_keys)
     assert pf["vfs"] == [
         {"index": 0, "pci_address": "0000:1a:00.1", "driver": "mlx5_core", "name": "mlx5_2",
          "node_guid": "0000:0000:0000:0000", "port_guid": "0000:0000:0000:0000"},
