@@ -20,6 +20,7 @@ _RESULT_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>Gb/se
 _NUMBER = r"[-+]?\d+(?:\.\d+)?"
 _RESULT_LINE = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>%s)\s+(?P<avg>%s)\s+(?P<rate>%s)\s*$"
                           % (_NUMBER, _NUMBER, _NUMBER))
+_UNSTABLE = re.compile(r"^\s*Correlation coefficient r\^2:\s*(%s)\s*<" % _NUMBER)
 _HEADER_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z .*_/-]*?)\s*:\s*(?P<value>[^\t]*?)\s*$")
 # perftest's own failure messages (from its sources and the captures in tests/unit/.../perftest/)
 _ERROR = re.compile(r"(?i)(couldn'?t|unable to|failed|error|not found|no ib devices|invalid|refused|timed? ?out)")
@@ -114,7 +115,7 @@ def parse_perftest(text):
     (1 MB = 2^20 bytes in perftest).
     """
     out = {"fields": {}, "bytes": None, "iterations": None, "peak_gbps": None, "avg_gbps": None,
-           "msg_rate_mpps": None, "errors": []}
+           "msg_rate_mpps": None, "errors": [], "r_squared": None}
     unit = None
     for raw in (text or "").splitlines():
         line = raw.rstrip()
@@ -133,6 +134,11 @@ def parse_perftest(text):
                 continue  # with -a one row per size follows: the last (largest) one counts
             if line.lstrip().startswith("---"):
                 unit = None
+        unstable = _UNSTABLE.match(line)
+        if unstable:
+            # a duration run whose samples do not fit a line: perftest prints zeros instead of a number
+            out["r_squared"] = float(unstable.group(1))
+            continue
         for part in re.split(r"\t+", line):
             field = _HEADER_FIELD.match(part)
             if field and not line.lstrip().startswith(("local address", "remote address")) and \

@@ -19,7 +19,7 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit_report import
 STATUSES = ("pass", "fail", "skipped")
 # cause kinds, most basic first: the first one found is the row's likely cause
 CAUSES = ("unreachable", "no_rail", "link_down", "perftest_missing", "gid_index", "mtu_mismatch", "server",
-          "client_timeout", "client", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
+          "client_timeout", "client", "unstable", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
           "cri", "nccl_missing")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -262,7 +262,11 @@ def judge(job, server_run, client_run, facts, settings):
             row["gbps"] = result["avg_gbps"]
             if line_rate:
                 row["pct_of_line_rate"] = round(100.0 * row["gbps"] / line_rate, 1)
-            if not row["gbps"]:
+            if not row["gbps"] and result.get("r_squared") is not None:
+                causes.append(("unstable", "perftest discarded the measurement (correlation r^2 %s < 0.9 over %s "
+                               "iterations: a busy CPU or a stalling link)" % (result["r_squared"],
+                                                                              result.get("iterations"))))
+            elif not row["gbps"]:
                 causes.append(("no_traffic", "0 Gb/s: the test connected but no data crossed (%s iterations)" %
                                result.get("iterations")))
             elif row["threshold_gbps"] is None:

@@ -174,3 +174,10 @@ def test_per_host_first_port():
     the_plan = v.plan([("a", "b"), ("b", "a")], {h: v.parse_rails(["mlx5_0"]) for h in "ab"}, {"a": both, "b": both},
                       base_port={"a": 20000, "b": 21000})
     assert the_plan["servers"]["b"][0]["tcp_port"] == 21000 and the_plan["servers"]["a"][0]["tcp_port"] == 20000
+
+
+def test_discarded_measurement_is_its_own_cause():
+    dummy, job = one_job(probe(port()), probe(port()))
+    client = ran(0.0)
+    client["result"]["r_squared"] = 0.44
+    assert v.judge(job, {"status": "listening"}, client, {}, SETTINGS)["causes"][0]["kind"] == "unstable"
