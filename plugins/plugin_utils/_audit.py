@@ -20,6 +20,8 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from collections import Counter
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
@@ -328,15 +330,29 @@ def vf_guids(facts):
 VF_ATTR_KEYS = ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")
 
 
+def _vf_attr(key, value):
+    """A VF attribute as sriov_vfs sees it after its argument spec's conversion (``trust: "yes"`` is True,
+    ``vlan: "100"`` is 100); a value the module would refuse is kept as given (and differs)."""
+    try:
+        if key in ("trust", "spoofchk"):
+            return boolean(value, strict=True)
+        if key in ("vlan", "qos"):
+            return value if isinstance(value, int) and not isinstance(value, bool) else int(str(value), 10)
+    except (TypeError, ValueError):
+        return value
+    return value.lower() if key in ("link_state", "mac") and isinstance(value, str) else value
+
+
 def desired_vf_attrs(spec, count):
     """``{index: {attr: value}}`` a ``sriov_pfs`` entry asks for: ``vf_defaults`` overlaid with the ``vfs`` entry of
     each index, as sriov_vfs applies them (only the attributes that are set; VFs asking for none are left out)."""
-    base = dict((k, v) for k, v in (spec.get("vf_defaults") or {}).items() if k in VF_ATTR_KEYS and v is not None)
+    base = dict((k, _vf_attr(k, v)) for k, v in (spec.get("vf_defaults") or {}).items()
+                if k in VF_ATTR_KEYS and v is not None)
     out = dict((index, dict(base)) for index in range(count or 0))
     for entry in spec.get("vfs") or []:
         index = entry.get("index") if isinstance(entry, dict) else None
         if index in out:
-            out[index].update((k, v) for k, v in entry.items() if k in VF_ATTR_KEYS and v is not None)
+            out[index].update((k, _vf_attr(k, v)) for k, v in entry.items() if k in VF_ATTR_KEYS and v is not None)
     return dict((index, attrs) for index, attrs in out.items() if attrs)
 
 
@@ -482,7 +498,15 @@ def _containerd_checks(checks, facts, desired):
         checks.add("containerd.base_spec", "unknown", desired=want,
                    detail="`containerd config dump` gave no configuration (see runtime.containerd.problems)")
     for name, runtime in sorted(runtimes.items()):
-        if runtime.get("runtime_type") and "runc" not in runtime["runtime_type"]:
+        if not runtime.get("runtime_type"):
+            # containerd starts, and every pod of this runtime fails: "Runtime.Name must be set"
+            checks.add("containerd.runtime_type", "fail", subject=name, desired="a runtime_type", live=None,
+                       remedy='set runtime_type (runc: "io.containerd.runc.v2") in the [...runtimes.%s] table, or '
+                              "remove the table" % name,
+                       detail="on containerd 1.x a runtimes.%s table replaces the built-in runtime of that name, so a "
+                              "table without runtime_type leaves the runtime without one" % name)
+            continue
+        if "runc" not in runtime["runtime_type"]:
             continue
         spec_live = _limit((runtime.get("base_spec_memlock") or {}).get("hard"))
         checks.add("containerd.base_spec", "ok" if spec_live == want else "drift", subject=name, desired=want,
@@ -629,10 +653,47 @@ def _cgroup(checks, facts):
 
 
 # -- driver ---------------------------------------------------------------------------------------------------------
-def audit_host(facts, desired=None, layers=None, error=None):
+GPU_NIC_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def option_problems(desired):
+    """The audit's own per-host options (inventory values the role's run_once check does not see) that are not
+    what the role's argument spec allows: ``(problems, desired without them)``; pure."""
+    if not desired:
+        return [], desired
+    problems, clean = [], dict(desired)
+    value = desired.get("rdma_audit_gpu_nic_max_class")
+    if value not in (None, UNSET_MARK) and value not in GPU_NIC_CLASSES:
+        problems.append("rdma_audit_gpu_nic_max_class must be one of %s, got %r" % (", ".join(GPU_NIC_CLASSES), value))
+        clean.pop("rdma_audit_gpu_nic_max_class")
+    value = desired.get("rdma_audit_gpu_nic_map")
+    if value not in (None, UNSET_MARK) and (not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+        problems.append("rdma_audit_gpu_nic_map must map GPU PCI addresses to RDMA device names (strings), got %r"
+                        % (value,))
+        clean.pop("rdma_audit_gpu_nic_map")
+    value = desired.get("rdma_audit_ofed_version")
+    if value not in (None, UNSET_MARK) and not isinstance(value, str):
+        problems.append("rdma_audit_ofed_version must be a string such as '24.10-1.1.4', got %r" % (value,))
+        clean.pop("rdma_audit_ofed_version")
+    value = desired.get("rdma_audit_mtu")
+    if value not in (None, UNSET_MARK) and (isinstance(value, bool) or not isinstance(value, int) or value < 68):
+        problems.append("rdma_audit_mtu must be an integer MTU (68 or more), got %r" % (value,))
+        clean.pop("rdma_audit_mtu")
+    return problems, clean
+
+
+UNSET_MARK = "__unset__"
+
+
+def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
     """The checks of one host: a list of check dicts (see the module docstring)."""
     layers = set(layers or LAYERS) | {"facts"}
     checks = _Checks(layers)
+    problems, desired = option_problems(desired)
+    for problem in list(option_errors) + problems:
+        checks.add("facts.options", "fail", detail=problem,
+                   remedy="fix this host's audit option in the inventory (roles/rdma_audit/meta/argument_specs.yml)")
     if facts is None:
         for layer in LAYERS:
             if layer in layers:
@@ -710,7 +771,8 @@ def audit(hosts, generated=None):
         spec = hosts[name]
         layers = list(spec.get("layers") or LAYERS)
         work[name] = {"facts": spec.get("facts"), "layers": layers,
-                      "checks": audit_host(spec.get("facts"), spec.get("desired"), layers, spec.get("error")),
+                      "checks": audit_host(spec.get("facts"), spec.get("desired"), layers, spec.get("error"),
+                                           spec.get("option_errors") or ()),
                       "desired_mode": "facts_only" if spec.get("desired") is None else "desired"}
     _inventory_checks(work)
     out_hosts = {}

@@ -38,6 +38,9 @@ def test_desired_var_names_exist_in_some_role_or_are_documented():
     known = set()
     for path in (REPO / "roles").glob("*/defaults/main.yml"):
         known.update(yaml.safe_load(path.read_text()) or {})
+    # options without a default (unset means "leave it alone") are documented in the role's argument spec
+    for path in (REPO / "roles").glob("*/meta/argument_specs.yml"):
+        known.update(yaml.safe_load(path.read_text())["argument_specs"]["main"].get("options", {}))
     # variables of roles another issue adds (doca_ofed, nvidia_peermem) may not exist yet
     pending = {"rdma_k8s_node_doca_ofed"}  # a provision.yml switch, not a role variable
     assert set(_audit.DESIRED_VARS) - known <= pending
@@ -231,3 +234,36 @@ def test_audit_playbook_publishes_node_labels_with_kubectl(tmp_path):
         "label --overwrite node node-b rdma.k8s-node.io/audit=ok rdma.k8s-node.io/netns-mode=shared "
         "rdma.k8s-node.io/gpudirect=none",
     ]
+
+
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason=".venv/bin/ansible-playbook is not installed")
+def test_the_real_audit_playbook_fails_only_the_host_with_a_bad_option(tmp_path):
+    """playbooks/audit.yml checks the role's options once (run_once); a per-host value it did not see fails that
+    host in the report, and the others are audited as usual."""
+    roce = hwsim.render("roce-cx6dx", tmp_path / "roce")
+    python = str(REPO / ".venv" / "bin" / "python")
+    inventory = {"all": {"hosts": {
+        "good": {"rdma_audit_host_root": str(roce)},
+        "badclass": {"rdma_audit_host_root": str(roce), "rdma_audit_gpu_nic_max_class": "pxb"},
+        "badmap": {"rdma_audit_host_root": str(roce), "rdma_audit_gpu_nic_map": ["mlx5_0"]},
+        "badlayers": {"rdma_audit_host_root": str(roce), "rdma_audit_layers": ["netns", "gpus"]},
+    }, "vars": {"ansible_connection": "local", "ansible_python_interpreter": python,
+                "rdma_audit_layers": ["netns", "topology"]}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = dict(os.environ)
+    env.update({"ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"), "ANSIBLE_NOCOLOR": "1",
+                "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "ANSIBLE_HOME": str(tmp_path / "home")})
+    argv = [str(PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(REPO / "playbooks" / "audit.yml"), "--check",
+            "-e", "ansible_become=false", "-e", "rdma_audit_dir=%s" % (tmp_path / "out")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    hosts = json.loads((tmp_path / "out" / "report.json").read_text())["hosts"]
+    options = dict((name, [c["detail"] for c in host["checks"] if c["id"] == "facts.options"])
+                   for name, host in hosts.items())
+    assert options["good"] == []
+    assert options["badclass"] == ["rdma_audit_gpu_nic_max_class must be one of PIX, PXB, PHB, NODE, SYS, got 'pxb'"]
+    assert options["badmap"][0].startswith("rdma_audit_gpu_nic_map must map GPU PCI addresses")
+    assert options["badlayers"][0].startswith("rdma_audit_layers of this host must be a list of facts, drivers")
+    assert all(hosts[name]["status"] == "fail" for name in ("badclass", "badmap", "badlayers"))
+    # the good host's checks ran as usual (the RoCE archetype's GPUs sit behind the host bridge: PHB > PXB)
+    assert [c["status"] for c in hosts["good"]["checks"] if c["id"] == "topology.gpu_nic"] == ["fail", "fail"]

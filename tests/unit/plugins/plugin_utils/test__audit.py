@@ -329,6 +329,8 @@ def test_runtime_converged_is_ok(rendered):
     ({"kubelet__state_files__cpuManagerPolicy__policy": "static"}, "kubelet.state_file", "fail", "cpu_manager_state"),
     ({"kubelet__settings": {}}, "kubelet.topology", "unknown", None),
     ({"containerd__version": "1.6.20", "containerd__enable_cdi": None}, "containerd.cdi", "fail", "1.7 or later"),
+    # a runc table that replaced containerd 1.x's built-in runtime without restating its type: no pod starts
+    ({"containerd__runtimes__runc__runtime_type": ""}, "containerd.runtime_type", "fail", "io.containerd.runc.v2"),
 ])
 def test_runtime_drift(rendered, change, check_id, status, remedy):
     checks = _audit.audit_host(runtime_facts(rendered, **change), desired(), ["containerd", "kubelet"])
@@ -458,6 +460,16 @@ def test_desired_vf_attrs_overlay_defaults_with_per_vf_entries():
     assert _audit.desired_vf_attrs({"num_vfs": 2}, 2) == {}
 
 
+def test_desired_vf_attrs_are_converted_as_sriov_vfs_converts_them():
+    spec = {"vf_defaults": {"trust": "yes", "spoofchk": "off", "link_state": "Auto"},
+            "vfs": [{"index": 0, "vlan": "100", "qos": 3, "mac": "0A:00:00:00:00:01"}]}
+    assert _audit.desired_vf_attrs(spec, 2) == {
+        0: {"trust": True, "spoofchk": False, "link_state": "auto", "vlan": 100, "qos": 3, "mac": "0a:00:00:00:00:01"},
+        1: {"trust": True, "spoofchk": False, "link_state": "auto"}}
+    # a value sriov_vfs would refuse stays as given, so it can never look converged
+    assert _audit.desired_vf_attrs({"vf_defaults": {"vlan": "ten"}}, 1) == {0: {"vlan": "ten"}}
+
+
 def test_sriov_vf_attrs_ok_drift_absent_and_unknown(rendered):
     spec = {"netdev": "ens1f0np0", "num_vfs": 2, "vf_defaults": {"trust": True, "spoofchk": False},
             "vfs": [{"index": 1, "vlan": 100, "qos": 3, "mac": "02:AA:BB:CC:DD:01"}]}
@@ -468,7 +480,7 @@ def test_sriov_vf_attrs_ok_drift_absent_and_unknown(rendered):
                                               "mac": "02:aa:bb:cc:dd:01"}})
     check = by_key(_audit.audit_host(facts, want, NODE_LAYERS))[("sriov.vf_attrs", "ens1f0np0")]
     assert check["status"] == "ok"
-    assert check["desired"]["1"] == {"trust": True, "spoofchk": False, "vlan": 100, "qos": 3, "mac": "02:AA:BB:CC:DD:01"}
+    assert check["desired"]["1"] == {"trust": True, "spoofchk": False, "vlan": 100, "qos": 3, "mac": "02:aa:bb:cc:dd:01"}
 
     pf["vfs"][1]["vlan"] = 0  # someone ran `ip link set ens1f0np0 vf 1 vlan 0`
     pf["vfs"][0]["trust"] = False
