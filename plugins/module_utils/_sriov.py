@@ -37,8 +37,29 @@ def parse_ip_vfs(text):
         raise ParseError("ip -j link show printed no JSON: %s" % exc) from exc
     if not isinstance(data, list) or not data:
         raise ParseError("ip -j link show printed no link")
+    return _vfinfo(data[0])
+
+
+def parse_ip_links_vfs(text):
+    """``ip -j link show`` of every link (one dump) -> ``{ifname: {vf index: {...}}}`` for the links that report VFs,
+    each as :func:`parse_ip_vfs` reads one link.  The kernel sends a link's VF list in a dump too (iproute2 asks for
+    it with RTEXT_FILTER_VF), so one call answers for every PF of the node."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ParseError("ip -j link show printed no JSON: %s" % exc) from exc
+    if not isinstance(data, list):
+        raise ParseError("ip -j link show printed no list of links")
     out = {}
-    for item in data[0].get("vfinfo_list") or []:
+    for link in data:
+        if isinstance(link, dict) and link.get("ifname") and link.get("vfinfo_list"):
+            out[link["ifname"]] = _vfinfo(link)
+    return out
+
+
+def _vfinfo(link):
+    out = {}
+    for item in link.get("vfinfo_list") or []:
         # the kernel sends IFLA_VF_VLAN_LIST since 4.9 (rtnl_fill_vfinfo()): "vlan_list": [{}] at vlan 0, with
         # "vlan"/"qos" only when non-zero (iproute2 print_vfinfo()); older kernels give "vlan"/"qos" on the VF itself
         vlans = item.get("vlan_list") or [item]

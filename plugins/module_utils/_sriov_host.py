@@ -105,8 +105,13 @@ def _sysfs_guid(text):
 def observe_vf(host, pf, index):
     """One VF from its ``virtfnN`` link: address, driver, netdevs, RDMA device and the GUIDs it shows now."""
     link = "%s/virtfn%d" % (pf["path"], index)
-    path = host.resolve(link)
-    if path is None:
+    target = host.readlink(link)
+    if not target:
+        return None
+    # kernfs links are relative to the PF's directory (``../0000:18:00.1``): the VF's own directory without
+    # realpath(), which costs a stat per path component on every level
+    path = posixpath.normpath(posixpath.join(pf["path"], target)) if not target.startswith("/") else host.resolve(link)
+    if path is None or not host.exists(path):
         return None
     vf = {"index": index, "pci_address": posixpath.basename(path), "driver": host.link_name(path + "/driver"),
           "netdevs": host.listdir(path + "/net"), "rdma_device": None, "node_guid": None, "port_guid": None,
@@ -487,28 +492,49 @@ def _admin_guids(host, commands, pf, count, via):
     return out
 
 
-def host_guids(host, commands, skip_pci):
-    """``{guid: where}`` for GUIDs in use on this node outside the PF ``skip_pci``: every RDMA device's node GUID
-    and port GUID, and the admin GUIDs of other InfiniBand PFs' VFs."""
+def host_guids(host, commands, skip_pci, own_vfs=None):
+    """``{guid: where}`` for GUIDs in use on this node outside the PF ``skip_pci``: every RDMA device's node GUID and
+    the admin GUIDs of other InfiniBand PFs' VFs.  ``own_vfs``: the PF's VFs as :func:`observe` found them (then the
+    PF's own RDMA devices are known by name), else each device's ``device`` and ``physfn`` links tell.
+
+    Cheap on purpose (it runs on every call, also when nothing is to change): no path is resolved, and the admin GUIDs
+    of every other PF come from one ``ip -j link show`` (a dump has every link's VF list) instead of one ``ip`` per
+    PF."""
+    skip = set([skip_pci]) | set(vf["pci_address"] for vf in own_vfs or ())
+    own_names = None
+    if own_vfs is not None:
+        own_names = set(vf["rdma_device"] for vf in own_vfs if vf["rdma_device"])
+        own_names.update(host.listdir("%s/%s/infiniband" % (SYS_PCI, skip_pci)))
     taken = {}
     for name in host.listdir(SYS_IB):
-        path = host.resolve("%s/%s/device" % (SYS_IB, name))
-        if path is None:
+        if own_names is not None:
+            if name in own_names:
+                continue
+        else:
+            if skip_pci in (host.link_name("%s/%s/device" % (SYS_IB, name)),
+                            host.link_name("%s/%s/device/physfn" % (SYS_IB, name))):
+                continue
+        guid = _sysfs_guid(host.try_attr("%s/%s/node_guid" % (SYS_IB, name)))
+        if guid:
+            taken.setdefault(guid, "%s (node GUID)" % name)
+    if commands.module.get_bin_path("ip") is None:
+        others = [name for name in host.listdir(SYS_NET)
+                  if host.link_name("%s/%s/device" % (SYS_NET, name)) not in skip | set([None])
+                  and host.read_int("%s/%s/device/sriov_numvfs" % (SYS_NET, name))
+                  and host.read_attr("%s/%s/type" % (SYS_NET, name)) == "32"]
+        if others:
+            raise HostReadError("ip is not installed: the VF GUIDs of %s cannot be read" % ", ".join(others))
+        return taken
+    rc, out, err = commands.run_kernel(["ip", "-j", "link", "show"])
+    if rc != 0:
+        raise HostReadError("ip -j link show failed (rc=%s): %s" % (rc, err.strip()))
+    for name, vfs in sorted(_sriov.parse_ip_links_vfs(out).items()):
+        # the links reporting VFs: InfiniBand (type 32) netdevs of another PCI device (IPoIB child interfaces of
+        # this PF report its VFs too, and are skipped by their device)
+        if host.link_name("%s/%s/device" % (SYS_NET, name)) in skip \
+                or host.read_attr("%s/%s/type" % (SYS_NET, name)) != "32":
             continue
-        physfn = host.link_name(path + "/physfn")
-        if posixpath.basename(path) == skip_pci or physfn == skip_pci:
-            continue
-        for key, value in (("node GUID", host.try_attr("%s/%s/node_guid" % (SYS_IB, name))),):
-            guid = _sysfs_guid(value)
-            if guid:
-                taken.setdefault(guid, "%s (%s)" % (name, key))
-    for name in host.listdir(SYS_NET):
-        path = host.resolve("%s/%s/device" % (SYS_NET, name))
-        if path is None or posixpath.basename(path) == skip_pci or not host.read_int(path + "/sriov_numvfs"):
-            continue
-        if host.read_attr("%s/%s/type" % (SYS_NET, name)) != "32":
-            continue
-        for index, attrs in ip_vfs(commands, name).items():
+        for index, attrs in sorted(vfs.items()):
             for key in ("node_guid", "port_guid"):
                 if attrs.get(key):
                     taken.setdefault(attrs[key], "VF %d of %s" % (index, name))
@@ -565,7 +591,7 @@ def run_ib_vf_guids(module):
     observed = {}
     for vf in state["vfs"]:
         observed[vf["index"]] = dict(admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"])
-    taken = host_guids(host, commands, pf["pci_address"])
+    taken = host_guids(host, commands, pf["pci_address"], state["vfs"])
     taken.update(dict((guid, "the PF %s itself" % pf["pci_address"]) for guid in [pf_guid] if guid))
     for extra in params.get("exclude_guids") or []:
         taken.setdefault(_guid.parse_guid(extra, "exclude_guids entry"), "another node of the inventory (exclude_guids)")

@@ -112,3 +112,44 @@ def test_mstconfig_query_and_set(dgx):
 @pytest.mark.parametrize("flag, output", [("-s", "OFED-internal-24.10-1.1.4.0.200:\n"), ("-n", "24.10-1.1.4.0.200\n")])
 def test_ofed_info(dgx, flag, output):
     assert run(dgx, "ofed_info", flag).stdout == output
+
+
+def test_ip_link_dump_lists_every_simulated_link_with_its_vfs(dgx, tmp_path):
+    """`ip [-j] link show` without a name is a dump: every simulated netdev (with VF lists, as the kernel sends them
+    when iproute2 asks for RTEXT_FILTER_VF), then this machine's other links from the real ip."""
+    (dgx.root / "sys/class/net/ibp24s0/device/sriov_numvfs").write_text("2", encoding="utf-8")
+    assert run(dgx, "ip", "link", "set", "ibp24s0", "vf", "1", "node_guid", "02:00:00:00:00:00:00:01").returncode == 0
+    dump = json.loads(run(dgx, "ip", "-j", "link", "show").stdout)
+    by_name = dict((link["ifname"], link) for link in dump)
+    single = json.loads(run(dgx, "ip", "-j", "link", "show", "dev", "ibp24s0").stdout)[0]
+    assert by_name["ibp24s0"] == single, "a dump shows a link exactly as the single query does"
+    assert [vf["node guid"] for vf in by_name["ibp24s0"]["vfinfo_list"]] == ["00:00:00:00:00:00:00:00",
+                                                                             "02:00:00:00:00:00:00:01"]
+    assert "ibp24s0v0" in by_name and "vfinfo_list" not in by_name["ibp24s0v0"], "a VF's own netdev has no VF list"
+    assert "vfinfo_list" not in by_name["ibp64s0"], "a PF without VFs reports none"
+    names = [link["ifname"] for link in dump]
+    assert len(names) == len(set(names)), "a name the simulator has is not repeated from the real ip"
+    text = run(dgx, "ip", "link", "show").stdout
+    assert "ibp24s0v0:" in text and "    vf 1     link/infiniband " in text
+    assert run(dgx, "ip", "link", "show", "dev", "ibp24s0").stdout in text
+
+
+def test_ip_dump_adds_the_real_ip_links(dgx, tmp_path):
+    """Links the simulator does not have come from the real ip (a stand-in here), minus the simulated names."""
+    fake = tmp_path / "ip"
+    fake.write_text("#!/bin/sh\n" + 'case "$1" in -j) echo \'[{"ifindex": 1, "ifname": "lo"}, {"ifindex": 7, '
+                    '"ifname": "eth0"}]\';; *) printf "1: lo: <LOOPBACK> mtu 65536\\n    link/loopback x\\n'
+                    '7: eth0@if8: <BROADCAST> mtu 1500\\n    link/ether y\\n";; esac\n', encoding="utf-8")
+    fake.chmod(0o755)
+    shim = tmp_path / "shim-ip"
+    shim.write_text((SHIMS / "ip").read_text(encoding="utf-8").replace(
+        'REAL = ("/usr/sbin/ip"', 'REAL = ("%s", "/usr/sbin/ip"' % fake), encoding="utf-8")
+    env = dict(os.environ, HWSIM_ROOT=str(dgx.root))
+    dump = json.loads(subprocess.run([sys.executable, str(shim), "-j", "link", "show"], env=env, capture_output=True,
+                                     text=True, check=True).stdout)
+    assert [link["ifname"] for link in dump if link["ifname"] in ("lo", "eth0")] == ["lo", "eth0"]
+    assert [link.get("link_type") for link in dump if link["ifname"] == "lo"] == ["loopback"], "the simulator's lo"
+    text = subprocess.run([sys.executable, str(shim), "link", "show"], env=env, capture_output=True, text=True,
+                          check=True).stdout
+    assert text.endswith("7: eth0@if8: <BROADCAST> mtu 1500\n    link/ether y\n")
+    assert "link/loopback x" not in text, "the simulator's lo stands for the real one"

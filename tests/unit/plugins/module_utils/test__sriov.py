@@ -47,6 +47,18 @@ def test_parse_ip_vfs_ib_and_eth():
             s.parse_ip_vfs(bad)
 
 
+def test_parse_ip_links_vfs_reads_a_dump_like_single_links():
+    """A dump is the single-link objects in a list: each link with VFs reads as parse_ip_vfs reads it alone."""
+    dump = json.dumps([{"ifindex": 1, "ifname": "lo", "link_type": "loopback"}] + json.loads(IP_JSON)
+                      + [{"ifname": "ibp64s0", "vfinfo_list": []}] + json.loads(ETH_JSON))
+    links = s.parse_ip_links_vfs(dump)
+    assert links == {"ibp24s0": s.parse_ip_vfs(IP_JSON), "ens1f0np0": s.parse_ip_vfs(ETH_JSON)}
+    assert s.parse_ip_links_vfs("[]") == {}
+    for bad in ("", "nope", '{"ifname": "x"}'):
+        with pytest.raises(ParseError):
+            s.parse_ip_links_vfs(bad)
+
+
 def test_parse_ip_vfs_realdata_text_is_not_json(realdata):
     """The real iproute2 example is the text form; the module asks for -j and must not mistake text for JSON."""
     text = (realdata / "outputs/iproute2-commit-examples/ip-link-show-ib-vf-guid.commit-738728cc.txt").read_text()

@@ -2,6 +2,8 @@
 
 import json
 import pathlib
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -9,6 +11,7 @@ import yaml
 import hwsim
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid, _sriov_host
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
 from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, sriov_vfs
 from unit.plugins.modules.harness import ModuleFail, run_module
 from unit.plugins.modules.simnode import sim_node
@@ -261,3 +264,59 @@ def test_udev_rename_that_never_comes_is_a_warning_with_the_kernel_name(monkeypa
                                              "new": ["ib0"]}]
         assert any("udev has not renamed the new netdev of VF 0" in w and "ib0" in w for w in result["warnings"])
         assert vf_state(sim, 0)[1] == "4: ACTIVE", "the GUID took effect whatever the netdev is called"
+
+
+class _Commands:
+    """What host_guids uses of a module: get_bin_path and run_command (``ip`` can be made to be missing)."""
+
+    def __init__(self, without=()):
+        self.without = without
+        self.calls = []
+
+    def get_bin_path(self, name, required=False):  # pylint: disable=unused-argument
+        return None if name in self.without else shutil.which(name)
+
+    def run_command(self, argv, data=None, check_rc=False):  # pylint: disable=unused-argument
+        self.calls.append(argv[1:])
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_host_guids_sees_other_pfs_and_devices_never_this_pfs_own(monkeypatch, dgx):
+    """Every other RDMA device's node GUID and every other IB PF's VF admin GUIDs (one ``ip -j link show`` for all
+    of them); this PF, its VFs and their GUIDs are never 'taken' - given as own_vfs or found by their physfn link."""
+    make_vfs(monkeypatch, dgx, 2, netdev="ibp64s0")
+    run(monkeypatch, dgx, netdev="ibp24s0")
+    other = "02:00:00:00:00:00:00:42"
+    dgx.call({"cmd": "ip_link_set_vf", "dev": "ibp64s0", "vf": 1, "node_guid": other, "port_guid": other})
+    host = _sriov_host.HostRoot(str(dgx.root))
+    module = _Commands()
+    own = _sriov_host.observe(host, _sriov_host.resolve_pf(host, {"netdev": "ibp24s0"}))["vfs"]
+    taken = _sriov_host.host_guids(host, _sriov_host.HostCommands(module, host), IB_PF, own)
+    assert module.calls == [["-j", "link", "show"]], "one dump for every PF"
+    assert taken[_guid.parse_guid(other)] == "VF 1 of ibp64s0"
+    classes = dgx.root / "sys/class/infiniband"
+    others = dict((name, int((classes / name / "node_guid").read_text().strip().replace(":", ""), 16))
+                  for name in sorted(p.name for p in classes.iterdir())
+                  if not (classes / name / "device").resolve().name.startswith("0000:18:00."))
+    assert len(others) >= 13, "the other PFs' and the other PF's VFs' RDMA devices"
+    assert all(taken.get(guid) == "%s (node GUID)" % name for name, guid in others.items() if guid), taken
+    mine = [_guid.derive(PF_GUID, i) for i in range(2)] + [PF_GUID]
+    assert not [guid for guid in mine if guid in taken], "this PF's own GUIDs are not taken"
+    assert _sriov_host.host_guids(host, _sriov_host.HostCommands(_Commands(), host), IB_PF) == taken, \
+        "without own_vfs the physfn links tell the same"
+    missing = _Commands(without=("ip",))
+    with pytest.raises(HostReadError, match="ip is not installed: the VF GUIDs of ibp64s0 cannot be read"):
+        _sriov_host.host_guids(host, _sriov_host.HostCommands(missing, host), IB_PF, own)
+    dgx.call({"cmd": "reset"})
+    assert _sriov_host.host_guids(host, _sriov_host.HostCommands(missing, host), IB_PF, []), \
+        "no other PF has VFs: nothing needs ip"
+
+
+def test_observe_vf_path_is_the_resolved_virtfn_link(dgx):
+    host = _sriov_host.HostRoot(str(dgx.root))
+    pf = _sriov_host.resolve_pf(host, {"netdev": "ibp24s0"})
+    vfs = _sriov_host.observe(host, pf)["vfs"]
+    assert [vf["path"] for vf in vfs] == [host.resolve("%s/virtfn%d" % (pf["path"], i)) for i in range(2)]
+    assert [vf["pci_address"] for vf in vfs] == ["0000:18:00.1", "0000:18:00.2"]
+    assert _sriov_host.observe_vf(host, pf, 2) is None
