@@ -127,3 +127,10 @@ def test_vm_unstable_duration_run_is_recognised():
     parsed = _perftest.parse_perftest(read("vm-rxe-loopback-unstable.txt"))
     assert parsed["avg_gbps"] == 0.0 and parsed["iterations"] == 176 and parsed["r_squared"] == 0.442587
     assert parsed["fields"]["exchange"] == "rdma_cm" and parsed["errors"] == []
+
+
+def test_vm_passing_run():
+    parsed = _perftest.parse_perftest(read("vm-rxe-loopback-pass.txt"))
+    assert parsed["iterations"] == 1000 and parsed["bytes"] == 65536 and parsed["avg_gbps"] > 0
+    assert parsed["r_squared"] is None and parsed["errors"] == []
+    assert parsed["fields"]["gid_index"] == "1" and parsed["fields"]["device"] == "rxe0"
