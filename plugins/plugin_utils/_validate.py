@@ -264,8 +264,8 @@ def judge(job, server_run, client_run, facts, settings):
                 row["pct_of_line_rate"] = round(100.0 * row["gbps"] / line_rate, 1)
             if not row["gbps"] and result.get("r_squared") is not None:
                 causes.append(("unstable", "perftest discarded the measurement (correlation r^2 %s < 0.9 over %s "
-                               "iterations: a busy CPU or a stalling link)" % (result["r_squared"],
-                                                                              result.get("iterations"))))
+                               "iterations: a busy CPU or a stalling link)" % (
+                                   result["r_squared"], result.get("iterations"))))
             elif not row["gbps"]:
                 causes.append(("no_traffic", "0 Gb/s: the test connected but no data crossed (%s iterations)" %
                                result.get("iterations")))
