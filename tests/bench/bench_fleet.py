@@ -266,8 +266,10 @@ GRUB_DEFAULTS = 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR=Debian\nGRUB_C
 # update-grub in miniature, for the chroot the collection runs it in: source the defaults as grub-mkconfig does and
 # write the kernel lines of the normal and the recovery entry (shell builtins only: the root has nothing but sh)
 FAKE_UPDATE_GRUB = r"""#!/bin/sh
+# stops on the first error, as grub-mkconfig does (set -e): a grub.cfg it cannot write fails the run
+set -e
 . /etc/default/grub
-for f in /etc/default/grub.d/*.cfg; do [ -e "$f" ] && . "$f"; done
+for f in /etc/default/grub.d/*.cfg; do if [ -e "$f" ]; then . "$f"; fi; done
 {
   printf "menuentry 'Debian GNU/Linux' {\n\tlinux\t/boot/vmlinuz root=UUID=abcd ro %s %s\n}\n" \
     "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"

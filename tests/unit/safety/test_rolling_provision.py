@@ -54,11 +54,9 @@ SHIMS = REPO / "tests" / "hwsim" / "shims"
 PROVISION = REPO / "playbooks" / "provision.yml"
 ARCHETYPE = "roce-cx6dx"  # dual-port ConnectX-6 Dx and 2 GPUs: every layer has work, module calls stay cheap
 CHATTR = shutil.which("chattr")
-#: the node's bootloader tool: bench_fleet's update-grub in miniature, stopping on the first error (grub-mkconfig
-#: runs under ``set -e``), so a /boot it cannot write makes it fail
-UPDATE_GRUB = bench_fleet.FAKE_UPDATE_GRUB.replace("#!/bin/sh\n", "#!/bin/sh\nset -e\n", 1).replace(
-    'for f in /etc/default/grub.d/*.cfg; do [ -e "$f" ] && . "$f"; done',
-    'for f in /etc/default/grub.d/*.cfg; do if [ -e "$f" ]; then . "$f"; fi; done')
+#: the node's bootloader tool: bench_fleet's update-grub in miniature, which stops on the first error as
+#: grub-mkconfig does (``set -e``), so a /boot it cannot write makes it fail
+UPDATE_GRUB = bench_fleet.FAKE_UPDATE_GRUB
 #: the provisioning layers, in provision.yml's order, on a node with no DOCA, GPUDirect, VFs, containerd or kubelet
 LAYERS = ("kernel", "netns", "sysctl")
 REFERENCE_ROLES = {"kernel": "rdma.k8s_node.rdma_kernel", "netns": "rdma.k8s_node.rdma_netns"}
