@@ -199,6 +199,8 @@ def _subpacket_issuers(body):
             if first < 192:
                 length, pos = first, pos + 1
             elif first < 255:
+                if pos + 1 >= end:
+                    raise OpenPGPError("a malformed signature subpacket")
                 length, pos = ((first - 192) << 8) + body[pos + 1] + 192, pos + 2
             else:
                 length, pos = int.from_bytes(body[pos + 1:pos + 5], "big"), pos + 5

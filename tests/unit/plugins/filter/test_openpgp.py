@@ -206,6 +206,10 @@ def _grafted_subkey(keys):
     (lambda k, p: b"".join(raw for dummy, raw in p) + [raw for tag, raw in p if tag == 13][0],
      "a user ID after a subkey"),
     (lambda k, p: _grafted_subkey(k), "names the issuer .*, not its primary key"),
+    # a binding signature whose hashed area ends inside a two-octet subpacket length
+    (lambda k, p: _upto_subkey(p) + b"\x88\x09\x04\x18\x16\x08\x00\x01\xc0\x00\x00",
+     "a malformed signature subpacket"),
+    (lambda k, p: _upto_subkey(p) + b"\x88\x05\x04\x18\x16\x08\x00", "a truncated signature packet"),
     (lambda k, p: b"\xb4\x03abc", r"packet 1 is a user ID packet"),
     (lambda k, p: b"\x9b\x00", "indeterminate-length packet"),
     (lambda k, p: b"\xc6\xe1\x00", "partial body lengths"),
@@ -216,6 +220,33 @@ def test_packets_outside_a_transferable_public_key_are_refused(keys, build, mess
     text = armor(build(keys, _split(export(keys, "pinned"))))
     with pytest.raises(AnsibleFilterError, match=message):
         openpgp_key(text)
+
+
+def test_damaged_packets_fail_cleanly(keys):
+    """Truncated and bit-flipped keys (fixed seed) either parse or fail with OpenPGPError, never another exception
+    (the role reports the error with errors='return')."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    binary = export(keys, "pinned")
+    rng = random.Random(9)
+    cases = [binary[:cut] for cut in range(len(binary))]
+    for dummy in range(800):
+        data = bytearray(binary)
+        for dummy2 in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        cases.append(bytes(data))
+    refused = 0
+    for data in cases:
+        result = openpgp_key(armor(data), errors="return")
+        refused += bool(result["error"])
+        assert bool(result["error"]) != bool(result["armored"])
+    assert refused > len(binary)
+
+
+def _upto_subkey(split):
+    """The pinned key's packets up to and with its first subkey (the binding signature left out)."""
+    index = [i for i, (tag, dummy) in enumerate(split) if tag == 14][0]
+    return b"".join(raw for dummy, raw in split[:index + 1])
 
 
 def _after(split, tag):
