@@ -104,6 +104,14 @@ options:
     description: Seconds (at least 1) to wait for the kubelet to be active and healthy after a restart.
     type: int
     default: 60
+  settle_time:
+    description:
+      - Seconds the kubelet must stay healthy after it first answers O(healthz_url), with the same main process.
+      - The kubelet serves healthz before it starts its container manager; a CPU or memory manager that refuses its
+        checkpoint or configuration stops it only then, so a single V(ok) does not prove the change is accepted.
+      - V(0) accepts the first V(ok).
+    type: int
+    default: 15
   healthz_url:
     description: The kubelet's health endpoint, an C(http://) or C(https://) URL.
     type: str
@@ -298,23 +306,40 @@ class Kubelet:
     def systemctl(self, *args):
         return self.commands.run_kernel(["systemctl"] + list(args))
 
-    def healthy(self, timeout, url):
+    def answers(self, url):
+        """(True, "ok") when the unit is active and healthz says ok, else (False, why)."""
+        rc, out, dummy_err = self.systemctl("is-active", "kubelet")
+        if rc != 0:
+            return False, out.strip() or "not active"
+        try:
+            body = open_url(url, timeout=5, validate_certs=False).read()
+        except Exception as exc:  # pylint: disable=broad-except
+            return False, str(exc)
+        if body.strip() == b"ok":
+            return True, "ok"
+        return False, body.decode("utf-8", "replace")[:200]
+
+    def healthy(self, timeout, url, settle=0):
+        """Healthy within ``timeout`` s, then still healthy with the same main process for ``settle`` s."""
         deadline = time.time() + timeout
-        last = None
-        while time.time() < deadline:
-            rc, out, dummy_err = self.systemctl("is-active", "kubelet")
-            if rc == 0:
-                try:
-                    body = open_url(url, timeout=5, validate_certs=False).read()
-                    if body.strip() == b"ok":
-                        return True, "ok"
-                    last = body.decode("utf-8", "replace")[:200]
-                except Exception as exc:  # pylint: disable=broad-except
-                    last = str(exc)
-            else:
-                last = out.strip()
+        first, pid = None, None
+        while True:
+            ok, why = self.answers(url)
+            now = time.time()
+            if ok:
+                current = self.main_pid()
+                if first is None:
+                    first, pid = now, current
+                elif current != pid:
+                    return False, ("it answered healthz, then its main process changed (PID %s -> %s) within %d s: the "
+                                   "kubelet restarted" % (pid, current, settle))
+                if now - first >= settle:
+                    return True, "ok"
+            elif first is not None:
+                return False, "it answered healthz, then stopped (%s) within %d s" % (why, settle)
+            elif now >= deadline:
+                return False, why
             time.sleep(1)
-        return False, last
 
 
 def persisted_config(node, target, config_path, dropin_path):
@@ -342,6 +367,8 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
                          "starting with a dot (the kubelet reads nothing else), got %r" % (name,))
     if params["restart_timeout"] < 1:
         raise InputError("restart_timeout must be at least 1 second, got %d" % params["restart_timeout"])
+    if params["settle_time"] < 0:
+        raise InputError("settle_time must be 0 or more seconds, got %d" % params["settle_time"])
     scheme = urlsplit(params["healthz_url"]).scheme
     if scheme not in ("http", "https"):
         # open_url also opens file:// and ftp:// URLs, and the body ends up in the failure message
@@ -454,7 +481,7 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
         result.extra["backup_files"] = backups
     if restarting:
         node.systemctl("restart", "kubelet")
-        ok, why = node.healthy(params["restart_timeout"], params["healthz_url"])
+        ok, why = node.healthy(params["restart_timeout"], params["healthz_url"], params["settle_time"])
         if not ok:
             problem = "the kubelet did not become healthy after the change (%s)" % why
             try:
@@ -464,7 +491,7 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
                 restored, files = [], exc.msg
             state_failures = _restore_states(host, saved_states)
             node.systemctl("restart", "kubelet")
-            back, dummy_why = node.healthy(params["restart_timeout"], params["healthz_url"])
+            back, dummy_why = node.healthy(params["restart_timeout"], params["healthz_url"], params["settle_time"])
             raise ApplyError("%s; %s%s and the kubelet restarted again (%s)" % (
                 problem, files, "; state files NOT restored: %s" % ", ".join(state_failures) if state_failures
                 else (", the state files put back" if saved_states else ""), "healthy" if back else "STILL NOT healthy"),
@@ -521,6 +548,7 @@ def main():
             config=dict(type="path", default="/var/lib/kubelet/config.yaml"),
             restart=dict(type="bool", default=False),
             restart_timeout=dict(type="int", default=60),
+            settle_time=dict(type="int", default=15),
             healthz_url=dict(type="str", default="http://127.0.0.1:10248/healthz"),
             backup=dict(type="bool", default=False),
             host_root=dict(type="path", default="/"),

@@ -10,6 +10,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -68,8 +69,13 @@ def test_effective_config(host):
     assert dump.count('base_runtime_spec = "/etc/containerd/cri-base.json"') + \
         dump.count("base_runtime_spec = '/etc/containerd/cri-base.json'") >= (1 if name_of(host) == STOCK else 2), \
         "runc and nvidia"
-    # every runtime still has its type (an empty one makes every pod fail: "Runtime.Name must be set")
-    assert 'runtime_type = ""' not in dump and "runtime_type = ''" not in dump
+    # every CRI runtime still has its type (an empty one makes every pod of it fail: "Runtime.Name must be set");
+    # the deprecated default_runtime/untrusted_workload_runtime tables of 1.x are empty by design, not runtimes
+    parsed = tomllib.loads(dump)
+    plugin = "io.containerd.cri.v1.runtime" if parsed.get("version") == 3 else "io.containerd.grpc.v1.cri"
+    runtimes = parsed["plugins"][plugin]["containerd"]["runtimes"]
+    assert "runc" in runtimes
+    assert {name: rt.get("runtime_type") for name, rt in runtimes.items() if not rt.get("runtime_type")} == {}
     if name_of(host).startswith("ctrd16"):
         assert "enable_cdi" not in dump
     else:
@@ -118,3 +124,43 @@ def test_cri_nvidia_runtime_gets_memlock(host):
 def test_no_fault_leftovers(host):
     assert not host.file("/etc/systemd/system/containerd.service.d/90-test-fault.conf").exists
     assert not host.file("/etc/containerd/broken.toml").exists
+
+
+KUBELET = {"ctrd17-trixie": "config", "ctrd21-trixie": "dropin"}   # the kubelet stand-in's hosts and modes
+
+
+def kubelet_host(host):
+    if name_of(host) not in KUBELET:
+        pytest.skip("no kubelet on this host")
+    return KUBELET[name_of(host)]
+
+
+def test_kubelet_is_healthy_with_the_topology_settings(host):
+    mode = kubelet_host(host)
+    assert host.service("kubelet").is_running
+    health = host.run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:10248/healthz').read().decode())\"")
+    assert health.stdout.strip() == "ok", health.stderr
+    log = host.check_output("journalctl -u kubelet -o cat --no-pager | grep started | tail -1")
+    assert "topologyManagerPolicy=single-numa-node cpuManagerPolicy=static" in log
+
+
+def test_kubelet_settings_are_where_the_version_wants_them(host):
+    mode = kubelet_host(host)
+    config = host.file("/var/lib/kubelet/config.yaml").content_string
+    dropin = host.file("/etc/kubernetes/kubelet.conf.d/50-rdma-k8s-node-topology.conf")
+    assert "staticPodPath: /etc/kubernetes/manifests" in config   # kubeadm's settings stay
+    if mode == "dropin":
+        assert "topologyManagerPolicy" not in config
+        assert "topologyManagerPolicy: single-numa-node" in dropin.content_string
+        assert "kind: KubeletConfiguration" in dropin.content_string
+    else:
+        assert not dropin.exists
+        assert "topologyManagerPolicy: single-numa-node" in config and "reservedSystemCPUs: '0'" in config
+
+
+def test_kubelet_wrote_a_state_file_for_the_new_policy(host):
+    kubelet_host(host)
+    state = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
+    assert state["policyName"] == "static"   # the "none" one was moved aside before the start
+    assert not host.file("/var/lib/kubelet/cpu_manager_state.rdma-k8s-node-rollback").exists
+    assert not host.file("/etc/systemd/system/kubelet.service.d/90-test-fault.conf").exists

@@ -420,7 +420,8 @@ class KubeletBench(Bench):
         return self.original.get(path) != self.observe()["tree"].get(path)
 
     def args(self, **extra):
-        out = super().args(healthz_url=self.health.url)
+        # settle_time 0: the fake kubelet never dies after answering healthz (test_kubelet_topology.py covers that)
+        out = super().args(healthz_url=self.health.url, settle_time=0)
         out.update(extra)
         return out
 
