@@ -21,6 +21,18 @@ NODES = {  # spec file -> (kernel release, mirror, GPUDirect path)
 }
 
 
+def assert_canonical_key(text):
+    """What the role installs: one public key block in GnuPG's layout - no armor headers, 64-column base64, the
+    checksum line - and no other armor line (nothing else apt or dnf could read a key from)."""
+    lines = text.split("\n")
+    assert lines[0] == "-----BEGIN PGP PUBLIC KEY BLOCK-----" and lines[1] == ""
+    assert lines[-2:] == ["-----END PGP PUBLIC KEY BLOCK-----", ""]
+    assert [line for line in lines if line.startswith("-") or ":" in line] == [lines[0], lines[-2]]
+    body = lines[2:-2]
+    assert body[-1].startswith("=") and len(body[-1]) == 5
+    assert all(len(line) == 64 for line in body[:-2]) and 0 < len(body[-2]) <= 64
+
+
 @pytest.fixture(scope="module")
 def node(host):
     return NODES[os.path.basename(host.run("printenv HWSIM_SPEC").stdout.strip())]
@@ -31,9 +43,10 @@ def test_apt_source_key_and_pin(host, node):
     assert f"URIs: {node[1]}\n" in source and "Suites: ./\n" in source
     assert "Signed-By: /etc/apt/keyrings/rdma-k8s-node-doca.asc\n" in source
     keyring = host.file("/etc/apt/keyrings/rdma-k8s-node-doca.asc")
-    assert keyring.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
     assert (keyring.user, keyring.group, keyring.mode) == ("root", "root", 0o644)
-    # the key the role checked against doca_ofed_gpg_fingerprint, byte for byte the repository's
+    assert_canonical_key(keyring.content_string)
+    # the canonical copy of the key the role checked against doca_ofed_gpg_fingerprint: the repository's key is a
+    # GnuPG 2 export, which is already canonical, so the two are the same bytes
     assert keyring.content_string == host.file("/srv/doca-mirror/doca/GPG-KEY-Mellanox.pub").content_string
     pin = host.file("/etc/apt/preferences.d/rdma-k8s-node-doca.pref").content_string
     assert "Package: doca-ofed\nPin: version 3.2.0-*\nPin-Priority: 1001\n" in pin, "the hand edit was repaired"
@@ -102,5 +115,6 @@ def test_el_repository_file(host, node):
     # dnf imports the key from the copy the role checked, never from the URL
     assert "gpgkey = file:///tmp/el-rpm-gpg/RPM-GPG-KEY-rdma-k8s-node-doca\n" in text
     key = host.file("/tmp/el-rpm-gpg/RPM-GPG-KEY-rdma-k8s-node-doca")
-    assert key.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----") and key.mode == 0o644
+    assert key.mode == 0o644
+    assert_canonical_key(key.content_string)
     assert "gpgcheck = 1\n" in text and "enabled = 1\n" in text
