@@ -106,8 +106,9 @@ options:
         type: str
   firmware_check:
     description:
-      - V(auto) checks C(SRIOV_EN)/C(NUM_OF_VFS) with C(mstconfig) or C(mlxconfig) when one is installed;
-        V(always) fails without them; V(never) skips the check.
+      - V(auto) checks C(SRIOV_EN)/C(NUM_OF_VFS) with C(mstconfig) or C(mlxconfig) when one is installed and the
+        kernel's C(sriov_totalvfs) (what the firmware's Current values allow) is missing or below O(num_vfs);
+        V(always) always checks and fails without the tools; V(never) skips the check.
     type: str
     choices: [auto, always, never]
     default: auto
@@ -178,7 +179,7 @@ observed:
       description: V(legacy), V(switchdev), or null when devlink reports none (InfiniBand, no devlink).
       type: str
     firmware:
-      description: C(SRIOV_EN) and C(NUM_OF_VFS) (default, current, next) when checked, else null.
+      description: C(SRIOV_EN) and C(NUM_OF_VFS) (default, current, next) when the firmware was asked, else null.
       type: dict
     num_vfs:
       description: The VF count before the change.

@@ -44,8 +44,23 @@ def test_check_mode_plans_without_writing(monkeypatch, dgx):
     assert [a["action"] for a in result["actions"]] == ["write", "wait_for_vfs"] + ["set_vf"] * 4
     assert result["actions"][0]["value"] == "4" and result["actions"][0]["target"].endswith("/0000:18:00.0/sriov_numvfs")
     assert result["diff"]["before"] == "num_vfs: 0\n" and "vf 3: link_state=auto" in result["diff"]["after"]
-    assert result["observed"]["totalvfs"] == 16 and result["observed"]["firmware"]["NUM_OF_VFS"]["current"] == "16"
+    assert result["observed"]["totalvfs"] == 16 and result["observed"]["firmware"] is None, \
+        "auto: sriov_totalvfs 16 already says the firmware allows 4 VFs"
+    asked = run(monkeypatch, dgx, check=True, netdev="ibp24s0", num_vfs=4, firmware_check="always")
+    assert asked["observed"]["firmware"]["NUM_OF_VFS"]["current"] == "16"
     assert pf_state(dgx)["numvfs"] == 0
+
+
+def test_auto_asks_the_firmware_only_when_the_kernel_shows_too_few_vfs(monkeypatch, dgx):
+    """sriov_totalvfs is what the firmware's Current values expose: enough of them is the firmware's verdict; fewer,
+    and the firmware is asked why (its Current and Next values go into the failure)."""
+    dgx.call({"cmd": "mstconfig_set", "bdf": IB_PF, "params": {"NUM_OF_VFS": "4"}})  # staged in Next only
+    assert run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=8)["observed"]["firmware"] is None
+    dgx.reboot()
+    assert run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=4)["observed"]["firmware"] is None
+    failure = run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=8, allow_vf_reset=True, expect=ModuleFail)
+    assert "above sriov_totalvfs 4" in failure["msg"] and "too few for 8 VFs" in failure["msg"], failure["msg"]
+    assert failure["details"]["firmware"]["NUM_OF_VFS"]["current"] == "4"
 
 
 def test_create_then_idempotent(monkeypatch, dgx):
