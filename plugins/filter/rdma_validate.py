@@ -53,18 +53,41 @@ def rdma_validate_pairs(hosts, pairs=None):
         raise AnsibleFilterError("rdma_validate_pairs: %s" % exc) from exc
 
 
-def rdma_validate_plan(pairs, hostvars, base_port=18515, rails_var="rdma_validate__rails",
-                       probe_var="rdma_validate__probe"):
+def _probe_of(probe, facts):
+    """A host's probe as _validate reads it: None when the host was unreachable - its facts or its probe
+    registered as unreachable, or the probe skipped (it is skipped exactly when the facts were unreachable) -
+    ``{"failed": True, "msg"}`` when the probe failed, else the probe result."""
+    if isinstance(facts, Mapping) and facts.get("unreachable"):
+        return None
+    if not isinstance(probe, Mapping) or probe.get("unreachable") or \
+            (probe.get("skipped") and "ports" not in probe):
+        return None
+    if probe.get("failed"):
+        return {"failed": True, "msg": probe.get("msg")}
+    return probe
+
+
+def rdma_validate_plan(pairs, hostvars, base_port=18515, rdma_cm=False, rails_var="rdma_validate__rails",
+                       probe_var="rdma_validate__probe", facts_var="rdma_validate__facts"):
     """The jobs of every pair x rail, from each host's rails and probe result."""
     hosts = sorted(set(h for p in pairs for h in p))
     rails = dict((h, _var(hostvars, h, rails_var) or []) for h in hosts)
-    probes = {}
-    for host in hosts:
-        registered = _var(hostvars, host, probe_var)
-        probes[host] = None if not isinstance(registered, Mapping) or registered.get("unreachable") else registered
+    probes = dict((h, _probe_of(_var(hostvars, h, probe_var), _var(hostvars, h, facts_var))) for h in hosts)
     # a host may set its own first port (rdma_validate_base_port in its host_vars)
     ports = dict((h, int(_var(hostvars, h, "rdma_validate_base_port") or base_port)) for h in hosts)
-    return _validate.plan([tuple(p) for p in pairs], rails, probes, ports)
+    addresses = dict((h, _var(hostvars, h, "ansible_host")) for h in hosts)
+    return _validate.plan([tuple(p) for p in pairs], rails, probes, ports, addresses, bool(rdma_cm))
+
+
+def rdma_validate_nccl_command(facts, configured=None):
+    """Step 4's command on one node (``{command, gpus, skip}``): ``configured``, or all_reduce_perf over the node's
+    GPUs; skipped below two GPUs (one rank opens no transport)."""
+    return _validate.nccl_command(_plain(configured), _plain(facts))
+
+
+def rdma_validate_server_lifetime(the_plan, timeout, start_timeout):
+    """Seconds a server lives (GNU timeout): long enough for every client job of the plan to run in turn."""
+    return _validate.server_lifetime(_plain(the_plan), timeout, start_timeout)
 
 
 def _by_id(registered):
@@ -91,14 +114,13 @@ def rdma_validate_report(the_plan, hosts, hostvars, settings=None, generated=Non
         rows.append(_validate.judge(job, server, clients.get(job["id"]), facts, settings))
     nodes = []
     for host in hosts:
-        probe = _var(hostvars, host, prefix + "probe")
-        if isinstance(probe, Mapping) and (probe.get("unreachable") or probe.get("failed")):
-            probe = {"failed": True, "msg": probe.get("msg")}
-        elif not isinstance(probe, Mapping):
-            probe = None
+        probe = _probe_of(_var(hostvars, host, prefix + "probe"), _var(hostvars, host, prefix + "facts"))
         nccl = _var(hostvars, host, prefix + "nccl")
         nccl = (nccl or {}).get("nccl") if isinstance(nccl, Mapping) and "nccl" in nccl else \
             ({"msg": (nccl or {}).get("msg")} if isinstance(nccl, Mapping) else None)
+        nccl_plan = _var(hostvars, host, prefix + "nccl_plan")
+        if isinstance(nccl_plan, Mapping) and nccl_plan.get("skip"):
+            nccl = {"status": "skipped", "reason": nccl_plan["skip"]}
         nodes.extend(_validate.node_rows(host, probe, nccl, bool(settings.get("nccl"))))
     return _validate.report(rows, nodes, settings, generated)
 
@@ -124,6 +146,8 @@ class FilterModule:  # pylint: disable=too-few-public-methods
             "rdma_validate_pairs": rdma_validate_pairs,
             "rdma_validate_probe_devices": rdma_validate_probe_devices,
             "rdma_validate_plan": rdma_validate_plan,
+            "rdma_validate_server_lifetime": rdma_validate_server_lifetime,
+            "rdma_validate_nccl_command": rdma_validate_nccl_command,
             "rdma_validate_report": rdma_validate_report,
             "rdma_validate_markdown": rdma_validate_markdown,
             "rdma_validate_junit": rdma_validate_junit,

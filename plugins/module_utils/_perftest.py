@@ -79,20 +79,32 @@ def _best_hint(table):
     return "; the RoCE v2 IPv4 entry is index %d (%s)" % (best[0]["index"], best[0]["ipv4"]) if best else ""
 
 
+# SDR, DDR and QDR use 8b/10b encoding and the kernel prints their signalling rate: 80 % of it carries data
+_SIGNALLING_ONLY = re.compile(r"\b(SDR|DDR|QDR)\)")
+
+
 def rate_gbps(rate):
-    """Line rate in Gb/s from sysfs ``ports/N/rate`` (``"200 Gb/sec (4X HDR)"``, ``"2.5 Gb/sec (1X SDR)"``)."""
+    """Data rate in Gb/s from sysfs ``ports/N/rate`` (``"200 Gb/sec (4X HDR)"``; ``"40 Gb/sec (4X QDR)"`` is 32,
+    as SDR/DDR/QDR's printed rate is the signalling rate before 8b/10b encoding)."""
     match = re.match(r"^\s*(%s)\s*Gb/sec" % _NUMBER, rate or "")
-    return float(match.group(1)) if match else None
+    if not match:
+        return None
+    value = float(match.group(1))
+    return round(value * 0.8, 4) if _SIGNALLING_ONLY.search(rate) else value
 
 
 def server_argv(binary, device, ib_port, tcp_port, gid_index=None, size=65536, duration=None, iterations=None,
-                qps=1, rdma_cm=False):
+                qps=1, rdma_cm=False, bind_source_ip=None):
     """ib_write_bw's server command line (no peer address).  ``-F``: no CPU-frequency warning failure;
-    ``--report_gbits``: the result in Gb/s, the unit of a port's line rate."""
+    ``--report_gbits``: the result in Gb/s, the unit of a port's line rate.  With ``rdma_cm`` (``-R``) released
+    perftest ignores ``-d`` (the kernel route picks the device): ``bind_source_ip`` (the rail's address,
+    ``--bind_source_ip``, perftest 23.07+) pins the connection to the rail."""
     argv = [binary, "-d", device, "-i", str(ib_port), "-p", str(tcp_port), "-s", str(size), "-q", str(qps),
             "-F", "--report_gbits"]
     if rdma_cm:
         argv.append("-R")
+        if bind_source_ip:
+            argv += ["--bind_source_ip", bind_source_ip]
     if gid_index is not None:
         argv += ["-x", str(gid_index)]
     if duration:
@@ -158,28 +170,51 @@ _FIELDS = {"Device": "device", "Link type": "link_type", "GID index": "gid_index
 
 # -- NCCL ----------------------------------------------------------------------------------------------------
 # "NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/4/GDRDMA" (2.12+) and the older "Channel 00 : ..."
-_NCCL_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)?\s*:.*?\bvia (?P<transport>\S+)")
+_NCCL_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)?\s*:.*?(?:\[(?P<dir>send|receive)\]\s*)?\bvia "
+                           r"(?P<transport>\S+)")
+# NCCL's net transport prints "NET/<net>/<dev>[(<proxy rank>)]" + "/GDRDMA" when GPUDirect RDMA is used, "(PCI)" when
+# it goes over PCIe on a C2C platform (2.26+), "/Shared" for shared buffers (2.12+) (src/transport/net.cc)
+_GDRDMA = re.compile(r"/GDRDMA(\(PCI\))?(/Shared)?$")
 _NCCL_BUSBW = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<bw>%s)" % _NUMBER)
-_NCCL_GDR_LINE = re.compile(r"NCCL INFO .*\bGDR (?P<gdr>\d)\b")
+_NCCL_NRANKS = re.compile(r"NCCL INFO comm \S+ rank \d+ nranks (?P<n>\d+)\b")
 _NCCL_WARN = re.compile(r"NCCL WARN (?P<msg>.*)$")
+
+
+def is_gdrdma(transport):
+    """True for a network channel with GPUDirect RDMA (``NET/IB/0/GDRDMA``, ``.../GDRDMA(PCI)``, ``.../GDRDMA/Shared``)."""
+    return bool(_GDRDMA.search(transport))
+
+
+def _is_ib(transport):
+    parts = transport.split("/")
+    return len(parts) > 1 and parts[1].startswith("IB")
 
 
 def parse_nccl(text):
     """What an NCCL_DEBUG=INFO log says about the network path.
 
-    ``{"transports": {"NET/IB/0/GDRDMA": n, ...}, "net_ib": n, "gdrdma": n, "socket": n, "p2p_or_shm": n,
-    "avg_busbw_gbytes": x or None, "warnings": [...], "verdict": str, "cause": str or None}``: ``pass`` only when
-    every network channel goes over ``NET/IB`` (or an IB plugin, ``NET/IBext*``) with ``GDRDMA``.
+    ``{"transports": {"NET/IB/4/GDRDMA": n, ...}, "net_ib": n, "gdrdma": n, "socket": n, "p2p_or_shm": n,
+    "nranks": n or None, "avg_busbw_gbytes": x or None, "warnings": [...], "notes": [...], "verdict": str,
+    "cause": str or None}``: ``pass`` only when every network channel goes over ``NET/IB`` (or an IB plugin,
+    ``NET/IBext*``) with ``GDRDMA``.  When the log has ``[receive]`` lines only those are judged: send-side GDR
+    (``NCCL_NET_GDR_READ``) is off by default on PCIe GPUs before Ampere, so a healthy node prints
+    ``[send] via NET/IB/0`` next to ``[receive] via NET/IB/0/GDRDMA``; a send side without it is a note.
     """
-    transports = {}
+    transports, by_dir = {}, {"send": {}, "receive": {}}
     warnings = []
-    busbw = None
+    busbw, nranks = None, []
     for line in (text or "").splitlines():
         channel = _NCCL_CHANNEL.search(line)
         if channel:
             name = channel.group("transport")
             transports[name] = transports.get(name, 0) + 1
+            if channel.group("dir"):
+                table = by_dir[channel.group("dir")]
+                table[name] = table.get(name, 0) + 1
             continue
+        ranks = _NCCL_NRANKS.search(line)
+        if ranks:
+            nranks.append(int(ranks.group("n")))
         warn = _NCCL_WARN.search(line)
         if warn:
             warnings.append(warn.group("msg").strip())
@@ -187,20 +222,31 @@ def parse_nccl(text):
         if bw:
             busbw = float(bw.group("bw"))
     net = dict((k, v) for k, v in transports.items() if k.startswith("NET/"))
-    net_ib = sum(v for k, v in net.items() if k.split("/")[1].startswith("IB"))
-    gdrdma = sum(v for k, v in net.items() if k.split("/")[1].startswith("IB") and k.endswith("/GDRDMA"))
+    received = dict((k, v) for k, v in by_dir["receive"].items() if k.startswith("NET/"))
+    sent = dict((k, v) for k, v in by_dir["send"].items() if k.startswith("NET/"))
+    judged = received or net
+    net_ib = sum(v for k, v in net.items() if _is_ib(k))
+    gdrdma = sum(v for k, v in judged.items() if _is_ib(k) and is_gdrdma(k))
     socket = sum(v for k, v in net.items() if k.startswith("NET/Socket"))
     out = {"transports": transports, "net_ib": net_ib, "gdrdma": gdrdma, "socket": socket,
            "p2p_or_shm": sum(v for k, v in transports.items() if not k.startswith("NET/")),
-           "avg_busbw_gbytes": busbw, "warnings": warnings}
-    if not net:
+           "nranks": max(nranks) if nranks else None, "avg_busbw_gbytes": busbw, "warnings": warnings, "notes": []}
+    send_plain = sorted(k for k in sent if not is_gdrdma(k))
+    if received and send_plain:
+        out["notes"].append("send side without GDRDMA on %d channels (%s): NCCL_NET_GDR_READ is off by default on "
+                            "PCIe GPUs before Ampere" % (sum(sent[k] for k in send_plain), ", ".join(send_plain)))
+    if not net and nranks and max(nranks) == 1:
+        out["verdict"], out["cause"] = "fail", (
+            "a single rank (nranks 1): NCCL opens no transport; run over two or more GPUs or nodes")
+    elif not net:
         out["verdict"], out["cause"] = "fail", (
             "no network channel in the log (NCCL_DEBUG=INFO missing, or NCCL used only P2P/SHM)")
     elif socket:
         out["verdict"], out["cause"] = "fail", "NCCL fell back to sockets (NET/Socket) on %d channels" % socket
-    elif gdrdma < sum(net.values()):
-        out["verdict"], out["cause"] = "fail", "no GDRDMA: %d of %d network channels without GPUDirect RDMA (%s)" % (
-            sum(net.values()) - gdrdma, sum(net.values()), ", ".join(sorted(k for k in net if not k.endswith("/GDRDMA"))))
+    elif gdrdma < sum(judged.values()):
+        out["verdict"], out["cause"] = "fail", "no GDRDMA: %d of %d %snetwork channels without GPUDirect RDMA (%s)" % (
+            sum(judged.values()) - gdrdma, sum(judged.values()), "receiving " if received else "",
+            ", ".join(sorted(k for k in judged if not is_gdrdma(k))))
     else:
         out["verdict"], out["cause"] = "pass", None
     return out

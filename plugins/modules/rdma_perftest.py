@@ -94,6 +94,11 @@ options:
       server_address:
         description: For V(client), the server's address.
         type: str
+      bind_source_ip:
+        description:
+          - With O(rdma_cm), this end's rail address for C(--bind_source_ip) (perftest 23.07+), which pins the
+            connection to the rail; released perftest ignores C(-d) with C(-R).
+        type: str
       netns:
         description: Run the process inside this named network namespace (C(ip netns exec)).
         type: str
@@ -146,10 +151,11 @@ options:
     description: The CRI socket for C(crictl --runtime-endpoint); unset uses C(crictl)'s configuration.
     type: str
   command:
-    description: For V(nccl), the nccl-tests command line (the program is looked up on PATH).
+    description:
+      - For V(nccl), the nccl-tests command line (the program is looked up on PATH); required for V(nccl).
+      - Give it two or more ranks (C(-g <GPUs>), or a multi-node launcher); with one rank NCCL opens no transport.
     type: list
     elements: str
-    default: [all_reduce_perf, -b, 8M, -e, 128M, -f, "2", -g, "1"]
   environment:
     description: For V(nccl), extra environment variables (C(NCCL_DEBUG=INFO) is always set).
     type: dict
@@ -248,9 +254,12 @@ nccl:
   type: dict
 """
 
+import fcntl
 import os
 import re
 import signal
+import socket
+import struct
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -264,6 +273,7 @@ JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 OUTPUT_TAIL = 8000          # characters of a process's output kept in the result
 KILL_GRACE = 3              # seconds between SIGTERM and SIGKILL
 TCP_LISTEN = "0A"
+SIOCGIFADDR = 0x8915
 
 
 # -- processes ---------------------------------------------------------------------------------------------------
@@ -373,11 +383,46 @@ def probe_port(host, device, port, wanted_gid):
     out["gid_index"], out["gid_problem"] = _perftest.choose_gid_index(out["gids"], out["link_layer"], wanted_gid)
     chosen = [e for e in out["gids"] if e["index"] == out["gid_index"]]
     out["ipv4"] = chosen[0]["ipv4"] if chosen else None
-    netdev = chosen[0]["ndev"] if chosen and chosen[0]["ndev"] else host.try_attr(base + "/gid_attrs/ndevs/0")
+    if out["link_layer"] == "Ethernet":
+        netdev = chosen[0]["ndev"] if chosen and chosen[0]["ndev"] else host.try_attr(base + "/gid_attrs/ndevs/0")
+    else:
+        # InfiniBand: no netdev in the GID attributes (EINVAL) and no address in a GID; the port's IPoIB
+        # interface carries the address rdma_cm and perftest's TCP exchange use
+        netdev = ipoib_netdev(host, device, port)
+        out["ipv4"] = ipv4_of_netdev(netdev) if netdev else None
     out["netdev"] = netdev
     out["operstate"] = host.try_attr("/sys/class/net/%s/operstate" % netdev) if netdev else None
     out["mtu"] = host.read_int("/sys/class/net/%s/mtu" % netdev, problems=[]) if netdev else None
     return out
+
+
+def ipoib_netdev(host, device, port):
+    """The IPoIB interface of an InfiniBand port: a netdev under the device's PCI function
+    (``/sys/class/infiniband/<dev>/device/net/*``) of type 32 (ARPHRD_INFINIBAND) whose ``dev_port`` is the
+    port number - 1 (as ipoib sets it); a parent interface before its P_Key children (``ib0`` before
+    ``ib0.8001``)."""
+    base = "/sys/class/infiniband/%s/device/net" % device
+    found = []
+    for name in host.listdir(base):
+        path = "%s/%s" % (base, name)
+        if host.try_attr(path + "/type") != "32":
+            continue
+        dev_port = host.try_attr(path + "/dev_port")
+        if dev_port is not None and dev_port.isdigit() and int(dev_port) != port - 1:
+            continue
+        found.append(name)
+    found.sort(key=lambda n: ("." in n, n))
+    return found[0] if found else None
+
+
+def ipv4_of_netdev(name):
+    """The first IPv4 address of interface ``name`` in this network namespace (SIOCGIFADDR), else None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+    except OSError:
+        return None
+    return socket.inet_ntoa(packed[20:24])
 
 
 def _crictl(module, crictl, endpoint, args, timeout):
@@ -454,11 +499,19 @@ def probe_pod(module, params):
                 os.unlink(path)
 
 
+def perftest_binds(module, path):
+    """True when this perftest has ``--bind_source_ip`` (23.07+), the only way to pin an rdma_cm (``-R``)
+    connection to a rail: released perftest ignores ``-d`` with ``-R``."""
+    dummy, out, dummy2, dummy3 = run_bounded(module, [path, "--help"], 5)
+    return "--bind_source_ip" in out
+
+
 def do_probe(module, params, result):
     host = HostRoot(params["host_root"])
     binary = params["binary"]
     path = binary if os.path.isabs(binary) and os.access(binary, os.X_OK) else module.get_bin_path(binary)
-    result.extra["perftest"] = {"binary": binary, "path": path}
+    result.extra["perftest"] = {"binary": binary, "path": path, "bind_source_ip": bool(path) and perftest_binds(
+        module, path)}
     result.extra["ports"] = [probe_port(host, d["device"], d["port"], d["gid_index"]) for d in params["devices"]]
     result.extra["pod"] = probe_pod(module, params)
 
@@ -473,7 +526,20 @@ def _perftest_path(module, params):
 
 def _test_args(params, job):
     return dict(gid_index=job["gid_index"], size=params["size"], duration=params["duration"] or None,
-                iterations=params["iterations"], qps=params["qps"], rdma_cm=params["rdma_cm"])
+                iterations=params["iterations"], qps=params["qps"], rdma_cm=params["rdma_cm"],
+                bind_source_ip=job.get("bind_source_ip"))
+
+
+def job_problem(action_name, job):
+    """Why ``job`` cannot run (a missing field, a bad port), else None; checked per job so one bad job does not
+    stop the node's others."""
+    needed = ("device", "tcp_port") + (("server_address",) if action_name == "client" else ())
+    missing = [k for k in needed if job.get(k) in (None, "")]
+    if missing:
+        return "job %s: %s needs %s" % (job["id"], action_name, ", ".join(missing))
+    if not 0 < job["tcp_port"] < 65536:
+        return "job %s: tcp_port %s is not a TCP port" % (job["id"], job["tcp_port"])
+    return None
 
 
 def _in_netns(module, job, argv):
@@ -494,8 +560,10 @@ def do_server(module, params, result):
     os.makedirs(params["run_dir"], mode=0o700, exist_ok=True)
     started = []
     for job in params["jobs"]:
-        if binary is None:
-            jobs.append({"id": job["id"], "status": "not_started", "output": "%s is not installed" % params["binary"]})
+        problem = job_problem("server", job)
+        if binary is None or problem:
+            jobs.append({"id": job["id"], "status": "not_started",
+                         "output": problem or "%s is not installed" % params["binary"]})
             continue
         pid_file, log_file = _files(params, job["id"])
         # stdbuf: perftest's stdout is a file here, and its banner must reach the log when printed, not at exit
@@ -544,6 +612,11 @@ def do_client(module, params, result):
     binary = _perftest_path(module, params)
     jobs = []
     for job in params["jobs"]:
+        problem = job_problem("client", job)
+        if problem:
+            jobs.append({"id": job["id"], "rc": None, "timed_out": False, "seconds": 0, "output": problem,
+                         "result": {"avg_gbps": None, "errors": [problem]}, "invalid": True})
+            continue
         if binary is None:
             jobs.append({"id": job["id"], "rc": 127, "timed_out": False, "seconds": 0,
                          "output": "%s is not installed" % params["binary"], "result": None, "missing": True})
@@ -599,13 +672,6 @@ def validate(params):
     for job in params["jobs"]:
         if not JOB_ID.match(job["id"]):
             raise InputError("job id %r: use 1-100 letters, digits, '.', '_' or '-'" % job["id"])
-        if params["action"] in ("server", "client"):
-            missing = [k for k in ("device", "tcp_port") + (("server_address",) if params["action"] == "client" else ())
-                       if job.get(k) in (None, "")]
-            if missing:
-                raise InputError("job %s: %s needs %s" % (job["id"], params["action"], ", ".join(missing)))
-            if not 0 < job["tcp_port"] < 65536:
-                raise InputError("job %s: tcp_port %s is not a TCP port" % (job["id"], job["tcp_port"]))
     for key in ("timeout", "start_timeout", "size", "qps", "iterations"):
         if params[key] <= 0:
             raise InputError("%s must be positive, got %s" % (key, params[key]))
@@ -636,6 +702,7 @@ def main():
         gid_index=dict(type="int"),
         tcp_port=dict(type="int"),
         server_address=dict(type="str"),
+        bind_source_ip=dict(type="str"),
         netns=dict(type="str"),
     )
     module = AnsibleModule(
@@ -659,8 +726,7 @@ def main():
             pod_image=dict(type="str"),
             crictl=dict(type="str", default="crictl"),
             cri_endpoint=dict(type="str"),
-            command=dict(type="list", elements="str",
-                         default=["all_reduce_perf", "-b", "8M", "-e", "128M", "-f", "2", "-g", "1"]),
+            command=dict(type="list", elements="str"),
             environment=dict(type="dict", default={}),
             host_root=dict(type="path", default="/"),
         ),

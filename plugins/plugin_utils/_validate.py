@@ -9,6 +9,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import hashlib
 import json
 import re
 from xml.sax.saxutils import escape, quoteattr
@@ -18,7 +19,8 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit_report import
 
 STATUSES = ("pass", "fail", "skipped")
 # cause kinds, most basic first: the first one found is the row's likely cause
-CAUSES = ("unreachable", "no_rail", "link_down", "perftest_missing", "gid_index", "mtu_mismatch", "server",
+CAUSES = ("unreachable", "no_rail", "link_down", "perftest_missing", "gid_index", "no_address", "rail_unpinned",
+          "mtu_mismatch", "server",
           "client_timeout", "client", "unstable", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
           "cri", "nccl_missing")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -88,14 +90,62 @@ def default_rails(facts):
 
 
 # -- plan ---------------------------------------------------------------------------------------------------------
+JOB_ID_MAX = 100  # rdma_perftest's limit (the id names run files)
+
+
 def job_id(client, server, rail):
-    return _ID_UNSAFE.sub("_", "%s--%s--r%d" % (client, server, rail))
+    """``client--server--rN`` with unsafe characters replaced; a long one (FQDNs) is cut and ends in a hash of
+    the whole name, so it stays unique and within rdma_perftest's 100 characters."""
+    name = _ID_UNSAFE.sub("_", "%s--%s--r%d" % (client, server, rail))
+    if len(name) <= JOB_ID_MAX:
+        return name
+    digest = hashlib.sha256(("%s\0%s\0%d" % (client, server, rail)).encode("utf-8")).hexdigest()[:12]
+    tail = "--r%d-%s" % (rail, digest)
+    return name[:JOB_ID_MAX - len(tail)] + tail
 
 
-def plan(pairs, rails, probes, base_port=18515):
+def _address(job, srv, addresses, rdma_cm):
+    """``(server_address, blocker or None)``: the server rail's IPv4 address (RoCE: from its GID; InfiniBand:
+    its IPoIB interface); without one, the node's ``ansible_host`` when perftest exchanges over TCP (``-d`` still
+    picks the rail), and nothing with rdma_cm, which routes by that address."""
+    port = srv.get("port") or {}
+    if port.get("ipv4"):
+        return port["ipv4"], None
+    fallback = (addresses or {}).get(job["server"])
+    if fallback and not rdma_cm:
+        return fallback, None
+    return None, ("no_address", "%s %s/%d: no IPv4 address on the rail (%s)%s" % (
+        job["server"], srv["rail"]["device"], srv["rail"]["port"], port.get("netdev") or "no netdev",
+        "; rdma_cm needs one" if rdma_cm else "; and no ansible_host"))
+
+
+def _pinning(job, rails, rdma_cm):
+    """With rdma_cm each end binds to its rail's address (``--bind_source_ip``); a perftest without that option
+    lets the kernel route choose the NIC, which on a node of several rails may not be the rail under test.
+    ``(bind: {role: address}, blockers, notes)``."""
+    bind, blockers, notes = {}, [], []
+    if not rdma_cm:
+        return bind, blockers, notes
+    for role in ("client", "server"):
+        end = job["ends"][role]
+        address = (end.get("port") or {}).get("ipv4")
+        if (end.get("perftest") or {}).get("bind_source_ip") and address:
+            bind[role] = address
+            continue
+        text = "%s: perftest has no --bind_source_ip (23.07+), so with rdma_cm the kernel route picks the NIC" % (
+            end["host"])
+        if len(rails.get(end["host"]) or []) > 1:
+            blockers.append(("rail_unpinned", text + "; set rdma_validate_rdma_cm: false or update perftest"))
+        else:
+            notes.append(text)
+    return bind, blockers, notes
+
+
+def plan(pairs, rails, probes, base_port=18515, addresses=None, rdma_cm=False):
     """The perftest jobs: one per pair x rail whose both ends can run; the others carry the reason they cannot.
 
-    ``rails``: ``{host: [rail]}``; ``probes``: ``{host: rdma_perftest probe result or None (unreachable)}``.
+    ``rails``: ``{host: [rail]}``; ``probes``: ``{host: rdma_perftest probe result or None (unreachable)}``;
+    ``addresses``: ``{host: ansible_host}`` (the server's address when its rail has none and ``rdma_cm`` is off).
     Returns ``{"jobs": [...], "servers": {host: [job args]}, "clients": {host: [job args]}}``; each server host
     numbers its TCP ports from ``base_port`` (an int, or ``{host: int}`` with a per-host first port) so several
     jobs can run on one node.
@@ -121,18 +171,30 @@ def plan(pairs, rails, probes, base_port=18515):
             if job["blocked"]:
                 continue
             srv, cli = job["ends"]["server"], job["ends"]["client"]
+            address, blocker = _address(job, srv, addresses, rdma_cm)
+            bind, pin_blockers, job["notes"] = _pinning(job, rails, rdma_cm)
+            job["blocked"].extend(([blocker] if blocker else []) + pin_blockers)
+            if job["blocked"]:
+                continue
             tcp_port = next_port.get(server, base_port.get(server, base_port.get("__all__", 18515)))
             next_port[server] = tcp_port + 1
             job["tcp_port"] = tcp_port
             servers.setdefault(server, []).append({
                 "id": job["id"], "device": srv["rail"]["device"], "port": srv["rail"]["port"],
-                "gid_index": srv["port"].get("gid_index"), "tcp_port": tcp_port, "netns": srv["rail"].get("netns")})
+                "gid_index": srv["port"].get("gid_index"), "tcp_port": tcp_port, "netns": srv["rail"].get("netns"),
+                "bind_source_ip": bind.get("server")})
             clients.setdefault(client, []).append({
                 "id": job["id"], "device": cli["rail"]["device"], "port": cli["rail"]["port"],
-                "gid_index": cli["port"].get("gid_index"), "tcp_port": tcp_port,
-                "server_address": srv["port"].get("ipv4") or srv["port"].get("address"),
-                "netns": cli["rail"].get("netns")})
+                "gid_index": cli["port"].get("gid_index"), "tcp_port": tcp_port, "server_address": address,
+                "netns": cli["rail"].get("netns"), "bind_source_ip": bind.get("client")})
     return {"jobs": jobs, "servers": servers, "clients": clients}
+
+
+def server_lifetime(the_plan, timeout, start_timeout):
+    """Seconds a server may wait for its client: the client nodes may run one after another (a client throttle,
+    Ansible's forks), so a server can wait for every client job of the plan; ``stop`` ends it earlier."""
+    total = sum(len(jobs) for jobs in (the_plan.get("clients") or {}).values())
+    return int(start_timeout) + 30 + int(timeout) * max(total, 1)
 
 
 def _probe_port(probe, rail):
@@ -214,7 +276,7 @@ def judge(job, server_run, client_run, facts, settings):
            "pct_of_line_rate": None, "threshold_gbps": None, "status": "fail", "cause": None, "causes": [],
            "notes": [], "seconds": None}
     causes = list(job.get("blocked") or [])
-    notes = []
+    notes = list(job.get("notes") or [])
     for host, port in ((job["client"], cport), (job["server"], sport)):
         if port.get("gid_problem") and port.get("gid_index") is not None:
             causes.append(("gid_index", "%s %s: %s" % (host, port.get("device"), port["gid_problem"])))
@@ -292,6 +354,24 @@ def _finish(row, causes, notes, keep_status=False):
     return row
 
 
+# -- step 4: the NCCL command ---------------------------------------------------------------------------------------
+NCCL_DEFAULT = ["all_reduce_perf", "-b", "8M", "-e", "128M", "-f", "2"]
+
+
+def nccl_command(configured, facts):
+    """``{"command", "gpus", "skip"}``: the operator's command as given, or nccl-tests over every GPU of the node
+    (``-g <GPUs bound to nvidia>``).  One rank opens no transport at all (NCCL connects channels only when
+    ``nRanks > 1``), so below two GPUs the default run would prove nothing: it is skipped with the reason."""
+    gpus = len([g for g in (facts or {}).get("gpus") or [] if g.get("driver") == "nvidia"])
+    if configured:
+        return {"command": [str(a) for a in configured], "gpus": gpus, "skip": None}
+    if gpus < 2:
+        return {"command": None, "gpus": gpus, "skip": (
+            "%d GPU%s bound to nvidia: one rank opens no NCCL transport (set rdma_validate_nccl_command for a "
+            "multi-node run)" % (gpus, "" if gpus == 1 else "s"))}
+    return {"command": NCCL_DEFAULT + ["-g", str(gpus)], "gpus": gpus, "skip": None}
+
+
 # -- node rows (steps 1, 2 and 4) ----------------------------------------------------------------------------------
 def node_rows(host, probe, nccl, nccl_wanted):
     """Per node: step 1 (a pod's view through CRI) and step 4 (NCCL's transport), each pass/fail/skipped."""
@@ -307,7 +387,7 @@ def node_rows(host, probe, nccl, nccl_wanted):
     if not nccl_wanted:
         return rows
     nccl = nccl or {}
-    if nccl.get("status") == "absent":
+    if nccl.get("status") in ("absent", "skipped"):
         rows.append({"host": host, "step": "4-nccl", "status": "skipped", "cause": nccl.get("reason"), "detail": None})
     elif nccl.get("status") == "timed_out":
         rows.append({"host": host, "step": "4-nccl", "status": "fail", "cause": "nccl-tests timed out",
@@ -318,7 +398,7 @@ def node_rows(host, probe, nccl, nccl_wanted):
         if nccl.get("rc") not in (0, None):
             cause = "nccl-tests failed (rc %s)%s" % (nccl.get("rc"), "; " + cause if cause else "")
         rows.append({"host": host, "step": "4-nccl", "status": "fail" if cause else "pass", "cause": cause,
-                     "detail": {"transports": result.get("transports"),
+                     "detail": {"transports": result.get("transports"), "notes": result.get("notes") or [],
                                 "avg_busbw_gbytes": result.get("avg_busbw_gbytes")}})
     else:
         rows.append({"host": host, "step": "4-nccl", "status": "fail", "cause": "unreachable or the run failed",

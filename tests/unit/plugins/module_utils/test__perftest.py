@@ -83,7 +83,10 @@ def test_infiniband_needs_no_gid_index():
     assert _perftest.choose_gid_index([], "InfiniBand") == (None, None)
 
 
-@pytest.mark.parametrize("rate, gbps", [("200 Gb/sec (4X HDR)", 200.0), ("2.5 Gb/sec (1X SDR)", 2.5),
+# SDR/DDR/QDR: the kernel prints the signalling rate, 8b/10b leaves 80 % for data; FDR10 and later are data rates
+@pytest.mark.parametrize("rate, gbps", [("200 Gb/sec (4X HDR)", 200.0), ("2.5 Gb/sec (1X SDR)", 2.0),
+                                        ("20 Gb/sec (4X DDR)", 16.0), ("40 Gb/sec (4X QDR)", 32.0),
+                                        ("56 Gb/sec (4X FDR)", 56.0),
                                         ("10 Gb/sec (1X FDR10)", 10.0), ("", None), (None, None)])
 def test_rate(rate, gbps):
     assert _perftest.rate_gbps(rate) == gbps
@@ -94,11 +97,17 @@ def test_command_lines():
     assert argv == ["ib_write_bw", "-d", "mlx5_0", "-i", "1", "-p", "18516", "-s", "65536", "-q", "1", "-F",
                     "--report_gbits", "-R", "-x", "3", "-D", "5", "192.0.2.2"]
     assert "-n" in _perftest.server_argv("ib_write_bw", "mlx5_0", 1, 18515, iterations=100)
+    bound = _perftest.server_argv("ib_write_bw", "mlx5_0", 1, 18515, rdma_cm=True, bind_source_ip="192.0.2.1")
+    assert bound[bound.index("-R") + 1:bound.index("-R") + 3] == ["--bind_source_ip", "192.0.2.1"]
+    # without rdma_cm, -d picks the device and perftest's TCP exchange needs no binding
+    assert "--bind_source_ip" not in _perftest.server_argv("ib_write_bw", "mlx5_0", 1, 18515,
+                                                           bind_source_ip="192.0.2.1")
 
 
 def test_nccl_gdrdma_everywhere_passes():
     parsed = _perftest.parse_nccl(read("nccl-upstream-issue707-gdrdma.txt"))
-    assert parsed["verdict"] == "pass" and parsed["gdrdma"] == parsed["net_ib"] == 12
+    # 12 IB channel lines, 6 of them [receive] (judged), every one with GDRDMA
+    assert parsed["verdict"] == "pass" and parsed["net_ib"] == 12 and parsed["gdrdma"] == 6 and not parsed["notes"]
 
 
 def test_nccl_ib_without_gdrdma_fails():
@@ -134,3 +143,28 @@ def test_vm_passing_run():
     assert parsed["iterations"] == 1000 and parsed["bytes"] == 65536 and parsed["avg_gbps"] > 0
     assert parsed["r_squared"] is None and parsed["errors"] == []
     assert parsed["fields"]["gid_index"] == "1" and parsed["fields"]["device"] == "rxe0"
+
+
+def test_nccl_gdrdma_with_pci_and_shared_suffixes_passes():
+    parsed = _perftest.parse_nccl(read("nccl-format-gdrdma-suffixes.txt"))
+    assert parsed["verdict"] == "pass" and parsed["gdrdma"] == 3 and parsed["nranks"] == 4
+    assert [_perftest.is_gdrdma(t) for t in ("NET/IB/0/GDRDMA(PCI)", "NET/IB/1/GDRDMA/Shared", "NET/IB/0",
+                                            "NET/IB/1(0)/GDRDMA(PCI)/Shared", "NET/IB/0/GDRDMAX")] == [
+        True, True, False, True, False]
+
+
+def test_nccl_send_side_without_gdr_is_a_note_on_pcie_nodes():
+    parsed = _perftest.parse_nccl(read("nccl-format-pcie-send-without-gdr.txt"))
+    assert parsed["verdict"] == "pass" and "send side without GDRDMA on 2 channels (NET/IB/0)" in parsed["notes"][0]
+
+
+def test_nccl_receive_without_gdrdma_still_fails():
+    text = read("nccl-format-pcie-send-without-gdr.txt").replace("[receive] via NET/IB/0/GDRDMA",
+                                                                 "[receive] via NET/IB/0")
+    parsed = _perftest.parse_nccl(text)
+    assert parsed["verdict"] == "fail" and parsed["cause"].startswith("no GDRDMA: 2 of 2 receiving")
+
+
+def test_nccl_single_rank_says_why_there_is_no_transport():
+    parsed = _perftest.parse_nccl(read("nccl-format-one-rank.txt"))
+    assert parsed["verdict"] == "fail" and parsed["nranks"] == 1 and "single rank" in parsed["cause"]

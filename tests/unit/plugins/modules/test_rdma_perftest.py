@@ -146,11 +146,89 @@ def test_check_mode_runs_nothing(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     ({"action": "server", "jobs": [{"id": "../x", "device": "d", "tcp_port": 1}]}, "job id"),
-    ({"action": "client", "jobs": [{"id": "x", "device": "d", "tcp_port": 1}]}, "server_address"),
-    ({"action": "server", "jobs": [{"id": "x", "device": "d", "tcp_port": 70000}]}, "not a TCP port"),
     ({"action": "client", "timeout": 0}, "timeout must be positive"),
     ({"action": "probe", "bogus": 1}, "Unsupported parameters"),
 ])
 def test_bad_input(monkeypatch, args, message):
     failure = run(monkeypatch, expect=ModuleFail, **args)
     assert message in failure["msg"]
+
+
+def test_one_bad_job_does_not_stop_the_others(monkeypatch, tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+                   " 65536      1792             0.00               0.31   \t\t   0.000597\n")
+    fake = script(tmp_path, "ok_bw", "cat %s\n" % out)
+    jobs = run(monkeypatch, action="client", binary=fake, jobs=[
+        {"id": "noaddr", "device": "mlx5_0", "tcp_port": 18515},
+        {"id": "badport", "device": "mlx5_0", "tcp_port": 70000, "server_address": "192.0.2.1"},
+        {"id": "ok", "device": "mlx5_1", "tcp_port": 18516, "server_address": "192.0.2.1"}])["jobs"]
+    assert [j["id"] for j in jobs] == ["noaddr", "badport", "ok"]
+    assert jobs[0]["invalid"] and "needs server_address" in jobs[0]["output"]
+    assert jobs[1]["invalid"] and "not a TCP port" in jobs[1]["output"]
+    assert jobs[2]["result"]["avg_gbps"] == 0.31
+    servers = run(monkeypatch, action="server", binary=fake, run_dir=str(tmp_path / "run"), start_timeout=1,
+                  jobs=[{"id": "nodev", "tcp_port": 18515}])["jobs"]
+    assert servers[0]["status"] == "not_started" and "needs device" in servers[0]["output"]
+
+
+def test_bind_source_ip_reaches_the_command_line_with_rdma_cm(monkeypatch, tmp_path):
+    fake = script(tmp_path, "bw", "echo \"$@\"\n")
+    entry = run(monkeypatch, action="client", binary=fake, rdma_cm=True, jobs=[
+        {"id": "x", "device": "mlx5_0", "tcp_port": 18515, "server_address": "192.0.2.2",
+         "bind_source_ip": "192.0.2.1"}])["jobs"][0]
+    assert entry["argv"][entry["argv"].index("--bind_source_ip") + 1] == "192.0.2.1"
+
+
+def test_probe_finds_perftest_bind_support(monkeypatch, sysfs, tmp_path):
+    new = script(tmp_path, "new_bw", "echo '      --bind_source_ip  Source IP of the interface'\nexit 1\n")
+    old = script(tmp_path, "old_bw", "echo ' -R, --rdma_cm  Connect QPs with rdma_cm'\nexit 1\n")
+    for binary, binds in ((new, True), (old, False)):
+        result = run(monkeypatch, action="probe", host_root=str(sysfs), binary=binary, devices=[{"device": "rxeva"}])
+        assert result["perftest"] == {"binary": binary, "path": binary, "bind_source_ip": binds}
+
+
+@pytest.fixture
+def ib_sysfs(tmp_path):
+    """mlx5_0 port 1 InfiniBand: GID attributes answer EINVAL (absent here), IPoIB ib0 (dev_port 0) and its P_Key
+    child ib0.8001 under the PCI function, plus an Ethernet netdev of the same function (type 1)."""
+    root = tmp_path / "ibroot"
+    port = root / "sys/class/infiniband/mlx5_0/ports/1"
+    (port / "gids").mkdir(parents=True)
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "phys_state").write_text("5: LinkUp\n")
+    (port / "link_layer").write_text("InfiniBand\n")
+    (port / "rate").write_text("40 Gb/sec (4X QDR)\n")
+    (port / "gids/0").write_text("fe80:0000:0000:0000:0c42:a103:0066:1a3c\n")
+    pci = root / "sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0"
+    for name, kind, dev_port in (("ib0.8001", "32", "0"), ("ib0", "32", "0"), ("eth9", "1", "0"), ("ib1", "32", "1")):
+        (pci / "net" / name).mkdir(parents=True)
+        (pci / "net" / name / "type").write_text(kind + "\n")
+        (pci / "net" / name / "dev_port").write_text(dev_port + "\n")
+    (root / "sys/class/infiniband/mlx5_0/device").symlink_to(pci)
+    net = root / "sys/class/net/ib0"
+    net.mkdir(parents=True)
+    (net / "operstate").write_text("up\n")
+    (net / "mtu").write_text("2044\n")
+    return root
+
+
+def test_probe_reads_the_ipoib_address_of_an_infiniband_port(monkeypatch, ib_sysfs, tmp_path):
+    asked = []
+    monkeypatch.setattr(rdma_perftest, "ipv4_of_netdev", lambda name: asked.append(name) or "192.0.2.30")
+    result = run(monkeypatch, action="probe", host_root=str(ib_sysfs), binary=str(tmp_path / "missing"),
+                 devices=[{"device": "mlx5_0"}])
+    entry = result["ports"][0]
+    assert (entry["link_layer"], entry["gid_index"], entry["gid_problem"]) == ("InfiniBand", None, None)
+    assert (entry["netdev"], entry["ipv4"], entry["operstate"], entry["mtu"]) == ("ib0", "192.0.2.30", "up", 2044)
+    assert entry["rate_gbps"] == 32.0 and asked == ["ib0"]
+
+
+def test_ipv4_of_netdev_reads_the_loopback():
+    assert rdma_perftest.ipv4_of_netdev("lo") == "127.0.0.1"
+    assert rdma_perftest.ipv4_of_netdev("no-such-if0") is None
+
+
+def test_nccl_needs_a_command(monkeypatch):
+    # no one-rank default (-g 1 opens no transport): the role computes the command from the node's GPUs
+    assert "command must name" in run(monkeypatch, expect=ModuleFail, action="nccl")["msg"]

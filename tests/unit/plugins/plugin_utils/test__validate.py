@@ -181,3 +181,78 @@ def test_discarded_measurement_is_its_own_cause():
     client = ran(0.0)
     client["result"]["r_squared"] = 0.44
     assert v.judge(job, {"status": "listening"}, client, {}, SETTINGS)["causes"][0]["kind"] == "unstable"
+
+
+def ib_port(device="mlx5_0", **over):
+    """An InfiniBand port as the probe reads it: no GID index, the address from its IPoIB interface."""
+    return port(device, link_layer="InfiniBand", gid_index=None, netdev="ib0", **over)
+
+
+def test_infiniband_plan_uses_the_ipoib_address():
+    the_plan, job = one_job(probe(ib_port(ipv4="192.0.2.20")), probe(ib_port(ipv4="192.0.2.21")))
+    assert not job["blocked"]
+    client = the_plan["clients"]["a"][0]
+    assert client["server_address"] == "192.0.2.21" and client["gid_index"] is None
+
+
+def test_infiniband_without_ipoib_address_falls_back_to_ansible_host_without_rdma_cm():
+    probes = {"a": probe(ib_port(ipv4=None)), "b": probe(ib_port(ipv4=None))}
+    rails = {h: v.parse_rails(["mlx5_0"]) for h in "ab"}
+    the_plan = v.plan([("a", "b")], rails, probes, addresses={"b": "node-b.example"})
+    assert the_plan["clients"]["a"][0]["server_address"] == "node-b.example"
+    # rdma_cm routes by the address: the rail's own is needed
+    blocked = v.plan([("a", "b")], rails, probes, addresses={"b": "node-b.example"}, rdma_cm=True)
+    assert not blocked["clients"] and blocked["jobs"][0]["blocked"][0][0] == "no_address"
+    row = v.judge(blocked["jobs"][0], None, None, {}, SETTINGS)
+    assert row["causes"][0]["kind"] == "no_address" and "b mlx5_0/1: no IPv4 address" in row["cause"]
+    assert v.plan([("a", "b")], rails, probes)["jobs"][0]["blocked"][0][0] == "no_address"
+
+
+def test_rdma_cm_binds_each_end_to_its_rail_address():
+    binds = dict(probe(port(ipv4="192.0.2.10")), perftest={"path": "/usr/bin/ib_write_bw", "bind_source_ip": True})
+    bindb = dict(probe(port(ipv4="192.0.2.11")), perftest={"path": "/usr/bin/ib_write_bw", "bind_source_ip": True})
+    rails = {h: v.parse_rails(["mlx5_0", "mlx5_1"]) for h in "ab"}
+    the_plan = v.plan([("a", "b")], rails, {"a": binds, "b": bindb}, rdma_cm=True)
+    assert the_plan["clients"]["a"][0]["bind_source_ip"] == "192.0.2.10"
+    assert the_plan["servers"]["b"][0]["bind_source_ip"] == "192.0.2.11"
+    assert v.plan([("a", "b")], rails, {"a": binds, "b": bindb})["servers"]["b"][0]["bind_source_ip"] is None
+
+
+def test_rdma_cm_without_bind_support_blocks_a_node_of_several_rails():
+    old = probe(port(), port("mlx5_1"))  # perftest without --bind_source_ip
+    several = v.plan([("a", "b")], {h: v.parse_rails(["mlx5_0", "mlx5_1"]) for h in "ab"}, {"a": old, "b": old},
+                     rdma_cm=True)
+    assert not several["clients"] and [j["blocked"][0][0] for j in several["jobs"]] == ["rail_unpinned"] * 2
+    single = v.plan([("a", "b")], {h: v.parse_rails(["mlx5_0"]) for h in "ab"}, {"a": old, "b": old}, rdma_cm=True)
+    assert single["clients"]["a"][0]["bind_source_ip"] is None
+    row = v.judge(single["jobs"][0], {"status": "listening"}, ran(190.0), {}, SETTINGS)
+    assert row["status"] == "pass" and "no --bind_source_ip" in row["notes"][0]
+
+
+def test_server_lifetime_covers_every_client_job_of_the_plan():
+    both = probe(port())
+    hosts = ["n%02d" % i for i in range(12)]
+    the_plan = v.plan(v.ring_pairs(hosts), {h: v.parse_rails(["mlx5_0"]) for h in hosts}, {h: both for h in hosts})
+    # twelve client nodes of one job each, possibly one after another
+    assert v.server_lifetime(the_plan, 60, 20) == 20 + 30 + 60 * 12
+    assert v.server_lifetime({"clients": {}}, 60, 20) == 110
+
+
+def test_long_job_ids_are_cut_with_a_hash():
+    long_a, long_b = "gpu-node-%s.rack12.example.com" % ("x" * 40), "gpu-node-%s.rack13.example.com" % ("x" * 40)
+    first, second = v.job_id(long_a, long_b, 3), v.job_id(long_b, long_a, 3)
+    assert len(first) == 100 and first != second and first.startswith("gpu-node-") and "--r3-" in first
+    assert v.job_id("a", "b", 0) == "a--b--r0"
+
+
+def test_nccl_default_command_runs_over_every_gpu_and_is_skipped_below_two():
+    gpu = {"pci_address": "0000:1b:00.0", "driver": "nvidia"}
+    eight = {"gpus": [dict(gpu)] * 8 + [dict(gpu, driver="vfio-pci")]}
+    assert v.nccl_command(None, eight) == {"command": v.NCCL_DEFAULT + ["-g", "8"], "gpus": 8, "skip": None}
+    one = v.nccl_command(None, {"gpus": [gpu]})
+    assert one["command"] is None and one["skip"].startswith("1 GPU bound to nvidia: one rank opens no")
+    assert v.nccl_command(None, None)["skip"].startswith("0 GPUs")
+    # the operator's command is run as given (a multi-node launcher knows its ranks)
+    assert v.nccl_command(["mpirun", "-np", 16, "all_reduce_perf"], {"gpus": []})["command"][2] == "16"
+    rows = v.node_rows("a", probe(port()), {"status": "skipped", "reason": one["skip"]}, True)
+    assert rows[1]["status"] == "skipped" and rows[1]["cause"] == one["skip"]
