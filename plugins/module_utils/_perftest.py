@@ -148,7 +148,7 @@ def parse_perftest(text):
                 unit = None
         unstable = _UNSTABLE.match(line)
         if unstable:
-            # a duration run whose samples do not fit a line: perftest prints zeros instead of a number
+            # get_clock.c: the CPU clock calibration failed (get_cpu_mhz() is 0); with -F the bandwidth prints as 0
             out["r_squared"] = float(unstable.group(1))
             continue
         for part in re.split(r"\t+", line):

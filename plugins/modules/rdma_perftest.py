@@ -325,19 +325,36 @@ def run_bounded(module, argv, timeout, env=None):
     return rc, out + err, timed_out, seconds
 
 
+def _listens_on(text, tcp_port):
+    """True when a ``/proc/net/tcp``-format table has a listening socket on ``tcp_port``."""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3] == TCP_LISTEN and ":" in fields[1] and \
+                int(fields[1].rsplit(":", 1)[1], 16) == tcp_port:
+            return True
+    return False
+
+
 def listening(pid, tcp_port):
     """True when the network namespace of ``pid`` has a TCP socket listening on ``tcp_port``."""
     for name in ("tcp", "tcp6"):
         try:
             with open("/proc/%d/net/%s" % (pid, name), encoding="ascii", errors="replace") as handle:
-                lines = handle.read().splitlines()[1:]
+                if _listens_on(handle.read(), tcp_port):
+                    return True
         except (IOError, OSError):
             continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 3 and fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == tcp_port:
-                return True
     return False
+
+
+def port_in_use(module, job):
+    """True when something already listens on the job's TCP port where its server would run (the module's
+    network namespace, or the job's): the server's own listener could not be told from it."""
+    if job.get("netns"):
+        rc, out, dummy, dummy2 = run_bounded(module, _in_netns(module, job, [
+            module.get_bin_path("cat", required=True), "/proc/self/net/tcp", "/proc/self/net/tcp6"]), 10)
+        return _listens_on(out, job["tcp_port"])
+    return listening(os.getpid(), job["tcp_port"])
 
 
 def banner(path):
@@ -347,6 +364,10 @@ def banner(path):
             return "Waiting for client" in handle.read()
     except (IOError, OSError):
         return False
+
+
+def _exit_code(code):
+    return os.waitstatus_to_exitcode(code) if hasattr(os, "waitstatus_to_exitcode") else code >> 8
 
 
 def log_file_of(params, job):
@@ -565,6 +586,11 @@ def do_server(module, params, result):
             jobs.append({"id": job["id"], "status": "not_started",
                          "output": problem or "%s is not installed" % params["binary"]})
             continue
+        if not params["rdma_cm"] and port_in_use(module, job):
+            # without -R the server listens on this TCP port; with -R it uses the RDMA CM's own port space
+            jobs.append({"id": job["id"], "status": "not_started", "port_in_use": True,
+                         "output": "TCP port %d is already in use on the node" % job["tcp_port"]})
+            continue
         pid_file, log_file = _files(params, job["id"])
         # stdbuf: perftest's stdout is a file here, and its banner must reach the log when printed, not at exit
         argv = _in_netns(module, job, [timeout_cmd, "--kill-after=%d" % KILL_GRACE, str(params["timeout"]),
@@ -586,18 +612,22 @@ def do_server(module, params, result):
         while status is None:
             done, code = os.waitpid(pid, os.WNOHANG)
             if done == pid:
-                status, rc = "exited", os.waitstatus_to_exitcode(code) if hasattr(os, "waitstatus_to_exitcode") \
-                    else code >> 8
+                status, rc = "exited", _exit_code(code)
             elif listening(pid, job["tcp_port"]) or banner(log_file_of(params, job)):
                 # with -R the server listens through the RDMA connection manager, not a TCP socket: its banner
-                # is printed just before rdma_listen(); a moment's grace covers the gap
+                # is printed before it binds; a moment's grace covers the gap, and a server that exited in it
+                # (its bind failed) is not listening
                 time.sleep(0.5)
-                status = "listening"
+                done, code = os.waitpid(pid, os.WNOHANG)
+                if done == pid:
+                    status, rc = "exited", _exit_code(code)
+                else:
+                    status = "listening"
             elif time.time() > deadline:
                 status = "not_started"
             else:
                 time.sleep(0.2)
-        entry = {"id": job["id"], "status": status, "pid": pid, "rc": rc}
+        entry = {"id": job["id"], "status": status, "pid": pid, "rc": rc, "port_in_use": False}
         if status != "listening":
             if status == "not_started":
                 kill_group(pid)

@@ -21,7 +21,7 @@ STATUSES = ("pass", "fail", "skipped")
 # cause kinds, most basic first: the first one found is the row's likely cause
 CAUSES = ("unreachable", "no_rail", "link_down", "perftest_missing", "gid_index", "no_address", "rail_unpinned",
           "mtu_mismatch", "server",
-          "client_timeout", "client", "unstable", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
+          "client_timeout", "client", "cpu_clock", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
           "cri", "nccl_missing")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -281,8 +281,9 @@ def judge(job, server_run, client_run, facts, settings):
         if port.get("gid_problem") and port.get("gid_index") is not None:
             causes.append(("gid_index", "%s %s: %s" % (host, port.get("device"), port["gid_problem"])))
     mtus = [(h, p.get("netdev"), p.get("mtu")) for h, p in ((job["client"], cport), (job["server"], sport))]
+    suspects = []  # worth naming as a cause only when the row failed on traffic
     if all(m[2] for m in mtus) and mtus[0][2] != mtus[1][2]:
-        causes.append(("mtu_mismatch", "MTU mismatch: %s" % ", ".join("%s %s %s" % m for m in mtus)))
+        suspects.append(("mtu_mismatch", "MTU mismatch: %s" % ", ".join("%s %s %s" % m for m in mtus)))
     if len(rates) == 2 and rates[0] != rates[1]:
         notes.append("port rates differ: %s %s Gb/s, %s %s Gb/s" % (job["client"], rates[0], job["server"], rates[1]))
     for host, end in ((job["client"], cli), (job["server"], srv)):
@@ -294,7 +295,7 @@ def judge(job, server_run, client_run, facts, settings):
     elif line_rate:
         row["threshold_gbps"] = round(line_rate * float(settings.get("min_pct", 90)) / 100.0, 4)
     if job.get("blocked"):
-        return _finish(row, causes, notes)
+        return _finish(row, causes, notes + [text for dummy, text in suspects])
     if settings.get("check_mode"):
         row["status"] = "skipped"
         row["cause"] = "check mode: no traffic was run"
@@ -302,7 +303,10 @@ def judge(job, server_run, client_run, facts, settings):
     server_run = server_run or {}
     row["server_output"] = _tail(((server_run.get("stop") or {}).get("output")) or server_run.get("output"))
     row["client_output"] = _tail((client_run or {}).get("output"))
-    if server_run.get("status") == "not_started":
+    if server_run.get("port_in_use"):
+        causes.append(("server", "%s: TCP port %s is already in use on the node (another perftest or a service); "
+                       "set rdma_validate_base_port" % (job["server"], job.get("tcp_port"))))
+    elif server_run.get("status") == "not_started":
         causes.append(("server", "%s: server did not listen within %ss (%s)" % (
             job["server"], server_run.get("waited", settings.get("start_timeout")),
             _first_error(server_run.get("output"), None))))
@@ -325,9 +329,10 @@ def judge(job, server_run, client_run, facts, settings):
             if line_rate:
                 row["pct_of_line_rate"] = round(100.0 * row["gbps"] / line_rate, 1)
             if not row["gbps"] and result.get("r_squared") is not None:
-                causes.append(("unstable", "perftest discarded the measurement (correlation r^2 %s < 0.9 over %s "
-                               "iterations: a busy CPU or a stalling link)" % (
-                                   result["r_squared"], result.get("iterations"))))
+                # get_clock.c: the cycles-per-second fit of its CPU clock calibration has r^2 < 0.9, get_cpu_mhz()
+                # returns 0 and, with -F, every bandwidth is computed as 0: nothing is known about the link
+                causes.append(("cpu_clock", "perftest could not calibrate the CPU clock (r^2 %s < 0.9); rerun on a "
+                               "quiet CPU" % result["r_squared"]))
             elif not row["gbps"]:
                 causes.append(("no_traffic", "0 Gb/s: the test connected but no data crossed (%s iterations)" %
                                result.get("iterations")))
@@ -338,9 +343,13 @@ def judge(job, server_run, client_run, facts, settings):
                     _gbps(row["gbps"]), _gbps(row["threshold_gbps"]),
                     "rdma_validate_min_gbps" if settings.get("min_gbps") is not None
                     else "%s %% of %s Gb/s" % (settings.get("min_pct", 90), line_rate))))
-    if causes and any(k == "below_line_rate" for k, dummy in causes):
-        # the usual suspects of a slow but working link
-        causes.extend(("cross_numa", n) for n in notes if "cross-NUMA" in n)
+    if any(k in ("below_line_rate", "no_traffic", "client", "client_timeout") for k, dummy in causes):
+        # the usual suspects of a slow or failing link
+        causes.extend(suspects)
+        if any(k == "below_line_rate" for k, dummy in causes):
+            causes.extend(("cross_numa", n) for n in notes if "cross-NUMA" in n)
+    else:
+        notes.extend(text for dummy, text in suspects)
     return _finish(row, causes, notes)
 
 

@@ -132,7 +132,7 @@ def test_nccl_socket_fallback_and_bus_bandwidth():
     assert parsed["verdict"] == "fail" and "sockets" in parsed["cause"] and parsed["avg_busbw_gbytes"] == 1.234
 
 
-def test_vm_unstable_duration_run_is_recognised():
+def test_vm_cpu_clock_calibration_failure_is_recognised():
     parsed = _perftest.parse_perftest(read("vm-rxe-loopback-unstable.txt"))
     assert parsed["avg_gbps"] == 0.0 and parsed["iterations"] == 176 and parsed["r_squared"] == 0.442587
     assert parsed["fields"]["exchange"] == "rdma_cm" and parsed["errors"] == []

@@ -232,3 +232,25 @@ def test_ipv4_of_netdev_reads_the_loopback():
 def test_nccl_needs_a_command(monkeypatch):
     # no one-rank default (-g 1 opens no transport): the role computes the command from the node's GPUs
     assert "command must name" in run(monkeypatch, expect=ModuleFail, action="nccl")["msg"]
+
+
+def test_server_port_already_in_use_is_not_started(monkeypatch, tmp_path):
+    import socket  # pylint: disable=import-outside-toplevel
+    fake = script(tmp_path, "fake_bw", "echo '* Waiting for client to connect... *'\nexec sleep 60\n")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        busy = other.getsockname()[1]
+        entry = run(monkeypatch, action="server", binary=fake, run_dir=str(tmp_path / "run"), rdma_cm=False,
+                    jobs=[{"id": "x", "device": "rxe0", "tcp_port": busy}])["jobs"][0]
+    assert entry["status"] == "not_started" and entry["port_in_use"] is True and "pid" not in entry
+    assert "already in use" in entry["output"]
+
+
+def test_server_that_prints_its_banner_and_exits_is_not_listening(monkeypatch, tmp_path):
+    # perftest prints the banner before it binds; a bind failure ends it within the grace
+    fake = script(tmp_path, "fail_bw", "echo ' Waiting for client rdma_cm QP to connect'\nsleep 0.3\n"
+                                       "echo ' Failed to bind RDMA CM address' >&2\nexit 1\n")
+    entry = run(monkeypatch, action="server", binary=fake, run_dir=str(tmp_path / "run"), rdma_cm=True,
+                jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18597}])["jobs"][0]
+    assert entry["status"] == "exited" and entry["rc"] == 1 and "Failed to bind" in entry["output"]

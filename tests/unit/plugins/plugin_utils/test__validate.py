@@ -176,11 +176,13 @@ def test_per_host_first_port():
     assert the_plan["servers"]["b"][0]["tcp_port"] == 21000 and the_plan["servers"]["a"][0]["tcp_port"] == 20000
 
 
-def test_discarded_measurement_is_its_own_cause():
+def test_cpu_clock_calibration_failure_is_its_own_cause():
     dummy, job = one_job(probe(port()), probe(port()))
     client = ran(0.0)
     client["result"]["r_squared"] = 0.44
-    assert v.judge(job, {"status": "listening"}, client, {}, SETTINGS)["causes"][0]["kind"] == "unstable"
+    row = v.judge(job, {"status": "listening"}, client, {}, SETTINGS)
+    assert row["causes"][0] == {"kind": "cpu_clock", "text": "perftest could not calibrate the CPU clock (r^2 0.44 "
+                                "< 0.9); rerun on a quiet CPU"}
 
 
 def ib_port(device="mlx5_0", **over):
@@ -256,3 +258,18 @@ def test_nccl_default_command_runs_over_every_gpu_and_is_skipped_below_two():
     assert v.nccl_command(["mpirun", "-np", 16, "all_reduce_perf"], {"gpus": []})["command"][2] == "16"
     rows = v.node_rows("a", probe(port()), {"status": "skipped", "reason": one["skip"]}, True)
     assert rows[1]["status"] == "skipped" and rows[1]["cause"] == one["skip"]
+
+
+def test_mtu_mismatch_is_a_note_on_a_passing_row_and_a_cause_on_a_failing_one():
+    dummy, job = one_job(probe(port(mtu=1500)), probe(port(mtu=9000)))
+    good = v.judge(job, {"status": "listening"}, ran(190.0), {}, SETTINGS)
+    assert good["status"] == "pass" and good["notes"] == ["MTU mismatch: a eth-mlx5_0 1500, b eth-mlx5_0 9000"]
+    failed = v.judge(job, {"status": "listening"}, ran(None, rc=1, output="Failed to modify QP to RTR"), {}, SETTINGS)
+    assert [c["kind"] for c in failed["causes"]] == ["mtu_mismatch", "client"]
+
+
+def test_server_port_in_use_names_the_port():
+    the_plan, job = one_job(probe(port()), probe(port()))
+    row = v.judge(job, {"status": "not_started", "port_in_use": True, "output": "TCP port 18515 is already in use"},
+                  None, {}, SETTINGS)
+    assert row["causes"][0]["kind"] == "server" and "TCP port 18515 is already in use" in row["cause"]
