@@ -182,11 +182,12 @@ def plan(pairs, rails, probes, base_port=18515, addresses=None, rdma_cm=False):
             servers.setdefault(server, []).append({
                 "id": job["id"], "device": srv["rail"]["device"], "port": srv["rail"]["port"],
                 "gid_index": srv["port"].get("gid_index"), "tcp_port": tcp_port, "netns": srv["rail"].get("netns"),
-                "bind_source_ip": bind.get("server")})
+                "bind_source_ip": bind.get("server"), "cpus": _local_cpus(srv["port"])})
             clients.setdefault(client, []).append({
                 "id": job["id"], "device": cli["rail"]["device"], "port": cli["rail"]["port"],
                 "gid_index": cli["port"].get("gid_index"), "tcp_port": tcp_port, "server_address": address,
-                "netns": cli["rail"].get("netns"), "bind_source_ip": bind.get("client")})
+                "netns": cli["rail"].get("netns"), "bind_source_ip": bind.get("client"),
+                "cpus": _local_cpus(cli["port"])})
     return {"jobs": jobs, "servers": servers, "clients": clients}
 
 
@@ -195,6 +196,13 @@ def server_lifetime(the_plan, timeout, start_timeout):
     Ansible's forks), so a server can wait for every client job of the plan; ``stop`` ends it earlier."""
     total = sum(len(jobs) for jobs in (the_plan.get("clients") or {}).values())
     return int(start_timeout) + 30 + int(timeout) * max(total, 1)
+
+
+def _local_cpus(port):
+    """The CPUs a test end runs on (taskset): the NIC's ``local_cpulist`` when the kernel knows its NUMA node."""
+    if (port or {}).get("numa_node") is not None and port["numa_node"] >= 0 and port.get("local_cpulist"):
+        return port["local_cpulist"]
+    return None
 
 
 def _probe_port(probe, rail):
@@ -249,12 +257,16 @@ def _tail(text, limit=1500):
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def _numa_hint(host, facts, device):
-    """``cross_numa`` when the NIC has GPUs on the node but none closer than SYS (the other socket)."""
-    affinity = (facts or {}).get("gpu_nic_affinity") or {}
-    classes = [row.get(device) for row in affinity.values() if isinstance(row, dict) and device in row]
-    if classes and all(c == "SYS" for c in classes):
-        return ("cross_numa", "%s %s: cross-NUMA NIC (every GPU is at SYS distance)" % (host, device))
+def _numa_hint(host, port):
+    """A note when the end could not be pinned to its NIC's NUMA node: the kernel gives no NUMA node or CPU list
+    for the NIC (a one-node machine reports -1: nothing to pin), so perftest's buffers may be on the other
+    socket's memory."""
+    port = port or {}
+    if port.get("numa_node") is None and port.get("exists"):
+        return "%s %s: NUMA node unknown, the test ran unpinned (cross-NUMA possible)" % (host, port.get("device"))
+    if port.get("numa_node") is not None and port["numa_node"] >= 0 and not port.get("local_cpulist"):
+        return "%s %s: NUMA node %s without local_cpulist, the test ran unpinned (cross-NUMA possible)" % (
+            host, port.get("device"), port["numa_node"])
     return None
 
 
@@ -286,10 +298,10 @@ def judge(job, server_run, client_run, facts, settings):
         suspects.append(("mtu_mismatch", "MTU mismatch: %s" % ", ".join("%s %s %s" % m for m in mtus)))
     if len(rates) == 2 and rates[0] != rates[1]:
         notes.append("port rates differ: %s %s Gb/s, %s %s Gb/s" % (job["client"], rates[0], job["server"], rates[1]))
-    for host, end in ((job["client"], cli), (job["server"], srv)):
-        hint = _numa_hint(host, facts.get(host), (end.get("rail") or {}).get("device"))
+    for host, port in ((job["client"], cport), (job["server"], sport)):
+        hint = _numa_hint(host, port)
         if hint:
-            notes.append(hint[1])
+            notes.append(hint)
     if settings.get("min_gbps") is not None:
         row["threshold_gbps"] = float(settings["min_gbps"])
     elif line_rate:

@@ -25,7 +25,7 @@ def test_report_gbits_result_row_and_header_fields():
 def test_all_sizes_run_keeps_the_largest_size():
     parsed = _perftest.parse_perftest(read("upstream-issue132-all-sizes.txt"))
     assert parsed["bytes"] == 8 and parsed["avg_gbps"] == 0.17
-    assert parsed["fields"]["link_type"] == "IB"
+    assert parsed["fields"]["link_type"] == "IB" and parsed["fields"]["mtu"] == "4096[B]"
 
 
 def test_megabytes_are_converted_to_gigabits():

@@ -205,6 +205,8 @@ def ib_sysfs(tmp_path):
         (pci / "net" / name).mkdir(parents=True)
         (pci / "net" / name / "type").write_text(kind + "\n")
         (pci / "net" / name / "dev_port").write_text(dev_port + "\n")
+    (pci / "numa_node").write_text("1\n")
+    (pci / "local_cpulist").write_text("28-55,84-111\n")
     (root / "sys/class/infiniband/mlx5_0/device").symlink_to(pci)
     net = root / "sys/class/net/ib0"
     net.mkdir(parents=True)
@@ -222,6 +224,7 @@ def test_probe_reads_the_ipoib_address_of_an_infiniband_port(monkeypatch, ib_sys
     assert (entry["link_layer"], entry["gid_index"], entry["gid_problem"]) == ("InfiniBand", None, None)
     assert (entry["netdev"], entry["ipv4"], entry["operstate"], entry["mtu"]) == ("ib0", "192.0.2.30", "up", 2044)
     assert entry["rate_gbps"] == 32.0 and asked == ["ib0"]
+    assert (entry["numa_node"], entry["local_cpulist"]) == (1, "28-55,84-111")
 
 
 def test_ipv4_of_netdev_reads_the_loopback():
@@ -254,3 +257,38 @@ def test_server_that_prints_its_banner_and_exits_is_not_listening(monkeypatch, t
     entry = run(monkeypatch, action="server", binary=fake, run_dir=str(tmp_path / "run"), rdma_cm=True,
                 jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18597}])["jobs"][0]
     assert entry["status"] == "exited" and entry["rc"] == 1 and "Failed to bind" in entry["output"]
+
+
+def test_pod_check_passes_no_device_and_judges_memlock(monkeypatch, tmp_path):
+    """Through a stand-in crictl: the container config maps no host device (a pod gets its devices from the device
+    plugin, not from this check) and the verdict is the memlock limit alone."""
+    saved = tmp_path / "ctr.json"
+    crictl = script(tmp_path, "crictl", """case "$1" in
+  runp) echo pod1 ;;
+  create) cp "$3" %s; echo ctr1 ;;
+  exec) echo "memlock=$MEMLOCK" ;;
+esac
+""" % saved)
+    for memlock, status in (("unlimited", "pass"), ("8192", "fail")):
+        monkeypatch.setenv("MEMLOCK", memlock)
+        pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/cri-test:1",
+                  run_dir=str(tmp_path / "run"))["pod"]
+        assert pod["status"] == status and pod["memlock"] == memlock and pod["devices_seen"] == []
+        assert "devices" not in saved.read_text()
+    assert pod["reason"] == "ulimit -l in the container is 8192, not unlimited"
+
+
+def test_client_and_server_run_under_taskset_on_the_nics_cpus(monkeypatch, tmp_path):
+    fake = script(tmp_path, "bw", "echo '* Waiting for client to connect... *'\nexec sleep 60\n")
+    cpus = "0"
+    entry = run(monkeypatch, action="client", binary=fake, timeout=1, jobs=[
+        {"id": "x", "device": "mlx5_0", "tcp_port": 18515, "server_address": "192.0.2.2", "cpus": cpus}])["jobs"][0]
+    assert entry["argv"][1:4] == ["-c", cpus, fake] and entry["argv"][0].endswith("taskset")
+    run_dir = str(tmp_path / "run")
+    started = run(monkeypatch, action="server", binary=fake, run_dir=run_dir, start_timeout=10,
+                  jobs=[{"id": "s", "device": "mlx5_0", "tcp_port": 18598, "cpus": cpus}])
+    argv = started["actions"][0]["argv"]
+    assert argv[argv.index("-eL") + 1].endswith("taskset") and argv[argv.index("-eL") + 2:argv.index("-eL") + 4] == [
+        "-c", cpus]
+    assert started["jobs"][0]["status"] == "listening"
+    assert run(monkeypatch, action="stop", run_dir=run_dir, jobs=[{"id": "s"}])["jobs"][0]["was_running"] is True

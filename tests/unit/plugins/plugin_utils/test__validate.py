@@ -10,7 +10,7 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _validate as 
 def port(device="mlx5_0", **over):
     base = {"device": device, "port": 1, "exists": True, "state": "ACTIVE", "phys_state": "LinkUp",
             "link_layer": "Ethernet", "rate_gbps": 200.0, "netdev": "eth-" + device, "operstate": "up", "mtu": 4200,
-            "gid_index": 3, "gid_problem": None, "ipv4": "192.0.2.10"}
+            "gid_index": 3, "gid_problem": None, "ipv4": "192.0.2.10", "numa_node": 0, "local_cpulist": "0-27,56-83"}
     base.update(over)
     return base
 
@@ -107,12 +107,22 @@ def test_absolute_line_replaces_the_percentage():
 
 
 def test_slow_link_names_mtu_mismatch_and_cross_numa():
-    dummy, job = one_job(probe(port(mtu=1500)), probe(port(mtu=9000)))
-    facts = {"a": {"gpu_nic_affinity": {"0000:18:00.0": {"mlx5_0": "SYS"}}}}
-    row = v.judge(job, {"status": "listening"}, ran(20.0), facts, SETTINGS)
+    # the client's NIC is on node 1 but sysfs gives no CPU list: it could not be pinned
+    dummy, job = one_job(probe(port(mtu=1500, numa_node=1, local_cpulist=None)), probe(port(mtu=9000)))
+    row = v.judge(job, {"status": "listening"}, ran(20.0), {}, SETTINGS)
     kinds = [c["kind"] for c in row["causes"]]
     assert kinds == ["mtu_mismatch", "below_line_rate", "cross_numa"]
     assert row["cause"].startswith("MTU mismatch: a eth-mlx5_0 1500, b eth-mlx5_0 9000")
+    assert "a mlx5_0: NUMA node 1 without local_cpulist, the test ran unpinned" in row["causes"][2]["text"]
+
+
+def test_both_ends_run_on_their_nics_local_cpus():
+    the_plan, job = one_job(probe(port(numa_node=1, local_cpulist="28-55,84-111")), probe(port(numa_node=-1)))
+    assert the_plan["clients"]["a"][0]["cpus"] == "28-55,84-111"
+    assert the_plan["servers"]["b"][0]["cpus"] is None  # -1: one NUMA node, nothing to pin
+    row = v.judge(job, {"status": "listening"}, ran(20.0), {}, SETTINGS)
+    # pinned and slow: not a NUMA problem; the GPU distance says nothing about a host-memory test
+    assert [c["kind"] for c in row["causes"]] == ["below_line_rate"] and row["notes"] == []
 
 
 def test_wrong_fixed_gid_index_fails_even_when_traffic_passes():
