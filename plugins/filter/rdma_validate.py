@@ -103,7 +103,8 @@ def rdma_validate_report(the_plan, hosts, hostvars, settings=None, generated=Non
     for host in hosts:
         servers.update(_by_id(_var(hostvars, host, prefix + "server")))
         stops.update(_by_id(_var(hostvars, host, prefix + "stop")))
-        clients.update(_by_id(_var(hostvars, host, prefix + "client")))
+        # the client results of every wave (roles/rdma_validate/tasks/clients.yml)
+        clients.update((j["id"], j) for j in _var(hostvars, host, prefix + "clients") or [] if isinstance(j, Mapping))
         registered = _ok(_var(hostvars, host, prefix + "facts"))
         facts[host] = ((registered or {}).get("ansible_facts") or {}).get("rdma")
     rows = []

@@ -606,10 +606,11 @@ def do_server(module, params, result):
             continue
         pid_file, log_file = _files(params, job["id"])
         # stdbuf: perftest's stdout is a file here, and its banner must reach the log when printed, not at exit
+        perftest = _perftest.server_argv(binary, job["device"], job["port"], job["tcp_port"],
+                                         **_test_args(params, job))
         argv = _in_netns(module, job, [timeout_cmd, "--kill-after=%d" % KILL_GRACE, str(params["timeout"]),
                                        module.get_bin_path("stdbuf", required=True), "-oL", "-eL"]
-                         + _pinned(module, job, []) + _perftest.server_argv(binary, job["device"], job["port"], job["tcp_port"],
-                                                 **_test_args(params, job)))
+                         + _pinned(module, job, perftest))
         # detached (its own session), output to the log; GNU timeout ends it even if nobody calls stop
         pid = os.posix_spawn(argv[0], argv, dict(os.environ, LC_ALL="C"), setsid=True, file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),

@@ -146,14 +146,16 @@ def plan(pairs, rails, probes, base_port=18515, addresses=None, rdma_cm=False):
 
     ``rails``: ``{host: [rail]}``; ``probes``: ``{host: rdma_perftest probe result or None (unreachable)}``;
     ``addresses``: ``{host: ansible_host}`` (the server's address when its rail has none and ``rdma_cm`` is off).
-    Returns ``{"jobs": [...], "servers": {host: [job args]}, "clients": {host: [job args]}}``; each server host
-    numbers its TCP ports from ``base_port`` (an int, or ``{host: int}`` with a per-host first port) so several
-    jobs can run on one node.
+    Returns ``{"jobs": [...], "servers": {host: [job args]}, "clients": {host: [job args]}, "waves": [{host:
+    [job args]}]}``; each server host numbers its TCP ports from ``base_port`` (an int, or ``{host: int}`` with a
+    per-host first port) so several jobs can run on one node.  ``waves`` splits the clients so that no two jobs
+    of a wave share a server rail (explicit pairs ``[a, c], [b, c]``): run one wave after the other, else the two
+    clients halve the rail's bandwidth between them.
     """
     if not isinstance(base_port, dict):
         base_port = {"__all__": base_port}
-    jobs, servers, clients = [], {}, {}
-    next_port = {}
+    jobs, servers, clients, waves = [], {}, {}, []
+    next_port, rail_use = {}, {}
     for client, server in pairs:
         width = max(len(rails.get(client) or []), len(rails.get(server) or []), 1)
         for index in range(width):
@@ -188,7 +190,13 @@ def plan(pairs, rails, probes, base_port=18515, addresses=None, rdma_cm=False):
                 "gid_index": cli["port"].get("gid_index"), "tcp_port": tcp_port, "server_address": address,
                 "netns": cli["rail"].get("netns"), "bind_source_ip": bind.get("client"),
                 "cpus": _local_cpus(cli["port"])})
-    return {"jobs": jobs, "servers": servers, "clients": clients}
+            rail_key = (server, srv["rail"]["device"], srv["rail"]["port"], srv["rail"].get("netns"))
+            job["wave"] = rail_use.get(rail_key, 0)
+            rail_use[rail_key] = job["wave"] + 1
+            while len(waves) <= job["wave"]:
+                waves.append({})
+            waves[job["wave"]].setdefault(client, []).append(clients[client][-1])
+    return {"jobs": jobs, "servers": servers, "clients": clients, "waves": waves}
 
 
 def server_lifetime(the_plan, timeout, start_timeout):

@@ -69,3 +69,17 @@ def test_nccl_skipped_below_two_gpus_is_a_skipped_row():
     rep = f.rdma_validate_report({"jobs": []}, ["good1"], hv, {"nccl": True})
     nccl = [n for n in rep["nodes"] if n["step"] == "4-nccl"][0]
     assert nccl["status"] == "skipped" and "one rank opens no NCCL transport" in nccl["cause"]
+
+
+def test_report_reads_the_client_results_of_every_wave():
+    hv = hostvars()
+    the_plan = f.rdma_validate_plan([["good1", "good2"]], hv)
+    job_id = the_plan["jobs"][0]["id"]
+    hv["good2"]["rdma_validate__server"] = {"changed": True, "jobs": [{"id": job_id, "status": "listening"}]}
+    hv["good2"]["rdma_validate__stop"] = {"changed": True, "jobs": [{"id": job_id, "was_running": False}]}
+    # the last wave's registered result is a skip; the accumulated list has the run
+    hv["good1"]["rdma_validate__client"] = SKIPPED
+    hv["good1"]["rdma_validate__clients"] = [{"id": job_id, "rc": 0, "timed_out": False, "seconds": 5.2,
+                                              "output": "", "result": {"avg_gbps": 95.1, "errors": []}}]
+    rep = f.rdma_validate_report(the_plan, ["good1", "good2"], hv, {"min_pct": 90})
+    assert rep["pairs"][0]["status"] == "pass" and rep["pairs"][0]["gbps"] == 95.1

@@ -148,9 +148,9 @@ def test_vm_passing_run():
 def test_nccl_gdrdma_with_pci_and_shared_suffixes_passes():
     parsed = _perftest.parse_nccl(read("nccl-format-gdrdma-suffixes.txt"))
     assert parsed["verdict"] == "pass" and parsed["gdrdma"] == 3 and parsed["nranks"] == 4
-    assert [_perftest.is_gdrdma(t) for t in ("NET/IB/0/GDRDMA(PCI)", "NET/IB/1/GDRDMA/Shared", "NET/IB/0",
-                                            "NET/IB/1(0)/GDRDMA(PCI)/Shared", "NET/IB/0/GDRDMAX")] == [
-        True, True, False, True, False]
+    names = ("NET/IB/0/GDRDMA(PCI)", "NET/IB/1/GDRDMA/Shared", "NET/IB/0", "NET/IB/1(0)/GDRDMA(PCI)/Shared",
+             "NET/IB/0/GDRDMAX")
+    assert [_perftest.is_gdrdma(t) for t in names] == [True, True, False, True, False]
 
 
 def test_nccl_send_side_without_gdr_is_a_note_on_pcie_nodes():

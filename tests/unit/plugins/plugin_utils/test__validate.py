@@ -283,3 +283,14 @@ def test_server_port_in_use_names_the_port():
     row = v.judge(job, {"status": "not_started", "port_in_use": True, "output": "TCP port 18515 is already in use"},
                   None, {}, SETTINGS)
     assert row["causes"][0]["kind"] == "server" and "TCP port 18515 is already in use" in row["cause"]
+
+
+def test_clients_sharing_a_server_rail_run_in_separate_waves():
+    both = probe(port("mlx5_0"), port("mlx5_1", ipv4="192.0.2.11"))
+    rails = {h: v.parse_rails(["mlx5_0", "mlx5_1"]) for h in "abcd"}
+    shared = v.plan([("a", "c"), ("b", "c"), ("d", "a")], rails, {h: both for h in "abcd"})
+    ids = [dict((h, [j["id"] for j in jobs]) for h, jobs in wave.items()) for wave in shared["waves"]]
+    assert ids == [{"a": ["a--c--r0", "a--c--r1"], "d": ["d--a--r0", "d--a--r1"]},
+                   {"b": ["b--c--r0", "b--c--r1"]}]
+    ring = v.plan(v.ring_pairs("abcd"), rails, {h: both for h in "abcd"})
+    assert len(ring["waves"]) == 1 and ring["waves"][0] == ring["clients"]
