@@ -663,27 +663,24 @@ def option_problems(desired):
         return [], desired
     problems, clean = [], dict(desired)
     value = desired.get("rdma_audit_gpu_nic_max_class")
-    if value not in (None, UNSET_MARK) and value not in GPU_NIC_CLASSES:
+    if value is not None and value not in GPU_NIC_CLASSES:
         problems.append("rdma_audit_gpu_nic_max_class must be one of %s, got %r" % (", ".join(GPU_NIC_CLASSES), value))
         clean.pop("rdma_audit_gpu_nic_max_class")
     value = desired.get("rdma_audit_gpu_nic_map")
-    if value not in (None, UNSET_MARK) and (not isinstance(value, dict) or not all(
+    if value is not None and (not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
         problems.append("rdma_audit_gpu_nic_map must map GPU PCI addresses to RDMA device names (strings), got %r"
                         % (value,))
         clean.pop("rdma_audit_gpu_nic_map")
     value = desired.get("rdma_audit_ofed_version")
-    if value not in (None, UNSET_MARK) and not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         problems.append("rdma_audit_ofed_version must be a string such as '24.10-1.1.4', got %r" % (value,))
         clean.pop("rdma_audit_ofed_version")
     value = desired.get("rdma_audit_mtu")
-    if value not in (None, UNSET_MARK) and (isinstance(value, bool) or not isinstance(value, int) or value < 68):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 68):
         problems.append("rdma_audit_mtu must be an integer MTU (68 or more), got %r" % (value,))
         clean.pop("rdma_audit_mtu")
     return problems, clean
-
-
-UNSET_MARK = "__unset__"
 
 
 def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
