@@ -229,15 +229,21 @@ def measurement(name: str, hosts: int, wall: float, total_cpu: float, modules: d
     }
 
 
+def node_python() -> str:
+    """The simulated nodes' Python: the machine's own ``/usr/bin/python3`` when it has one, as a real node runs
+    modules with its system Python (the collection's modules need only the standard library), else this one."""
+    return "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+
+
 def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], config: pathlib.Path | None,
-              forks: int | None) -> dict:
-    """One audit or baseline run on the first ``len(roots)`` hosts."""
+              forks: int | None, python: str | None = None) -> dict:
+    """One audit or baseline run on the first ``len(roots)`` hosts, the modules run by ``python``."""
     count = len(roots)
     run_dir = workdir / "runs" / ("%s-%d" % (kind, count))
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     cpu_log = run_dir / "module-cpu.log"
-    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log)
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python or sys.executable)
     inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter)
     argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOKS[kind]),
             "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false",
@@ -496,6 +502,9 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     parser.add_argument("--repeat", type=int, default=20, help="in-process repetitions for 'facts'")
     parser.add_argument("--workdir", help="keep everything here (reused: the fleet is built once)")
     parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--node-python", default=node_python(),
+                        help="interpreter of the simulated nodes' modules in the audit and baseline runs (default: "
+                             "/usr/bin/python3, a node's own Python; 'controller' = this venv's)")
     args = parser.parse_args(argv)
 
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
@@ -523,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                     if kind == "baseline" and count > args.baseline_max:
                         print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max), flush=True)
                         continue
-                    row = fleet_run(kind, workdir, roots[:count], config, args.forks)
+                    row = fleet_run(kind, workdir, roots[:count], config, args.forks,
+                                    sys.executable if args.node_python == "controller" else args.node_python)
                     rows.append(row)
                     print("%-10s N=%-5d wall %7.1f s  controller %7.1f s (%6.1f ms/host)  modules %7.1f s in %d calls"
                           "%s" % (kind, count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
@@ -555,7 +565,9 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         if rows:
             print(table(rows, args.baseline_max, sizes))
         extra["machine"] = machine()
-        print("\n%s; config %s; started %s" % (extra["machine"], config or "Ansible defaults", started))
+        extra["node_python"] = sys.executable if args.node_python == "controller" else args.node_python
+        print("\n%s; config %s; nodes' Python %s; started %s" % (extra["machine"], config or "Ansible defaults",
+                                                                 extra["node_python"], started))
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps({
                 "started": started, "sizes": sizes, "archetype": args.archetype, "roots": args.roots,
