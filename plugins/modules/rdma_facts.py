@@ -13,7 +13,7 @@ module: rdma_facts
 short_description: Gather RDMA, SR-IOV, GPU and GPU-NIC topology facts of a node
 version_added: 0.1.0
 description:
-  - Reads sysfs and procfs and returns C(ansible_facts.rdma). The commands it runs are read-only:
+  - Reads sysfs and procfs and returns C(ansible_facts.rdma). The commands it runs are read-only -
     C(ip link show dev <pf>) (C(-j) JSON, or the text form when C(ip) lacks it), once per PF that has VFs, for the VF
     admin attributes the kernel exposes only through rtnetlink (trust, spoof check, link state, VLAN/QoS, MAC); and,
     when they are installed, C(containerd --version), C(containerd config dump) and C(kubelet --version) for the
