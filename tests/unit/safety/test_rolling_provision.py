@@ -318,10 +318,11 @@ def rollout(workdir, count):
     holds = task_results(first, "Stop the rollout when the batch's failed and unreachable nodes are over "
                                 "max_fail_percentage")
     assert sorted(h for h in holds if holds[h].get("failed")) == held
+    stopping = [n for n in ran[stop * size:] if n in faulty or n in unreachable]
     for node in held:
         msg = holds[node]["msg"]
-        assert "2 of %d nodes of this batch failed or were unreachable" % size in msg, msg
-        assert all(n in msg for n in unreachable + failed[-1:]), msg
+        assert "%d of %d nodes of this batch failed or were unreachable" % (len(stopping), size) in msg, msg
+        assert all(n in msg for n in stopping), msg
 
     # -- the nodes' state ----------------------------------------------------------------------------------------------
     converged = None
