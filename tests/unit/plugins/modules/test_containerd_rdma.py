@@ -9,19 +9,9 @@ and if an edit changes anything but ``base_runtime_spec`` it must restore the fi
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd, _toml
+from unit.plugins.module_utils.test__containerd import DEBIAN_STOCK
 from unit.safety.benches import ContainerdBench
 from unit.safety.nodes import ModuleFail
-
-DEBIAN_STOCK = '''version = 2
-
-[plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "/etc/cni/net.d"
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "/var/lib/containerd/opt"
-'''
 
 
 def stock_bench(tmp_path, monkeypatch, version):
