@@ -68,6 +68,17 @@ def test_timed_interpreter_logs_each_process(tmp_path):
     assert parsed["cpu"] >= 0.0 and parsed["elapsed"] > 0.0
 
 
+def test_timed_interpreter_reads_a_piped_module_buffered(tmp_path):
+    """The node's Python does not inherit PYTHONUNBUFFERED, which would make it read stdin byte by byte."""
+    log = tmp_path / "cpu.log"
+    log.touch()
+    wrapper = B.write_timed_interpreter(tmp_path / "python-timed", log)
+    script = "import os, sys\nprint(repr(os.environ.get('PYTHONUNBUFFERED')), sys.stdout.write_through)\n"
+    done = subprocess.run([str(wrapper), "-"], input=script, capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert done.stdout.split() == ["None", "False"]  # -u / PYTHONUNBUFFERED make stdout write_through
+
+
 def test_parse_module_cpu_both_formats():
     text = ("0.31 0.04 0.52\nCommand exited with non-zero status 1\n0.20 0.01 0.30\n"
             "0m0.100s 0m0.020s\n garbage\n")
