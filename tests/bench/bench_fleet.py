@@ -313,8 +313,10 @@ def install_boot_tools(root: pathlib.Path) -> None:
     (root / "boot" / "grub").mkdir(parents=True, exist_ok=True)
 
 
-def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | None, vfs: int) -> dict:
-    """Provision one FUSE-simulated node, then time the second (no-op) run of the same playbook."""
+def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | None, vfs: int,
+                 python: str | None = None) -> dict:
+    """Provision one FUSE-simulated node, then time the second (no-op) run of the same playbook (modules run by
+    ``python``)."""
     import hwsim  # pylint: disable=import-outside-toplevel
 
     reason = hwsim.fuse_available()
@@ -335,7 +337,7 @@ def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | N
     mnt = run_dir / "mnt"
     mnt.mkdir()
     cpu_log = run_dir / "module-cpu.log"
-    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log)
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python or sys.executable)
     shim_log = run_dir / "shim-cpu.log"
     shims = timed_shims(run_dir / "shims", shim_log)
     env = ansible_env(workdir, config, {"PATH": "%s:%s" % (shims, os.environ.get("PATH", "")),
@@ -405,7 +407,8 @@ def sriov_pfs(root: pathlib.Path, vfs: int) -> list[dict]:
 
 
 # -- rdma_facts alone -------------------------------------------------------------------------------------------------
-def facts_run(workdir: pathlib.Path, archetype: str, vfs: int, repeat: int, config: pathlib.Path | None) -> dict:
+def facts_run(workdir: pathlib.Path, archetype: str, vfs: int, repeat: int, config: pathlib.Path | None,
+              python: str | None = None) -> dict:
     """rdma_facts on the archetype with ``vfs`` VFs per SR-IOV PF: in-process collection, and the module process
     through ansible (one local host, the timed interpreter: the whole round trip)."""
     import statistics  # pylint: disable=import-outside-toplevel
@@ -420,7 +423,7 @@ def facts_run(workdir: pathlib.Path, archetype: str, vfs: int, repeat: int, conf
     in_process = bench_rdma_facts.timed(lambda: bench_rdma_facts.module_facts(str(tree)), repeat)
     facts = bench_rdma_facts.module_facts(str(tree))
     cpu_log = run_dir / "module-cpu.log"
-    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log)
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python or sys.executable)
     inventory = write_inventory(run_dir / "inventory.yml", [tree], interpreter)
     argv = [str(REPO / ".venv" / "bin" / "ansible"), "-i", str(inventory), "fleet", "-m", "rdma.k8s_node.rdma_facts",
             "-a", "host_root=%s" % tree]
@@ -514,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     parser.add_argument("--workdir", help="keep everything here (reused: the fleet is built once)")
     parser.add_argument("--json", help="write the measurements here")
     parser.add_argument("--node-python", default=node_python(),
-                        help="interpreter of the simulated nodes' modules in the audit and baseline runs (default: "
+                        help="interpreter of the simulated nodes' modules in every run (default: "
                              "/usr/bin/python3, a node's own Python; 'controller' = this venv's)")
     args = parser.parse_args(argv)
 
@@ -527,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-fleet-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    python = sys.executable if args.node_python == "controller" else args.node_python
     rows = []
     extra = {}
     try:
@@ -543,8 +547,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                     if kind == "baseline" and count > args.baseline_max:
                         print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max), flush=True)
                         continue
-                    row = fleet_run(kind, workdir, roots[:count], config, args.forks,
-                                    sys.executable if args.node_python == "controller" else args.node_python)
+                    row = fleet_run(kind, workdir, roots[:count], config, args.forks, python)
                     rows.append(row)
                     print("%-10s N=%-5d wall %7.1f s  controller %7.1f s (%6.1f ms/host)  modules %7.1f s in %d calls"
                           "%s" % (kind, count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
@@ -552,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                                   "" if row["rc"] == 0 else "  rc=%d, see %s" % (row["rc"], row["log"])), flush=True)
             ratios(rows)
         if "converge" in only:
-            extra["converge"] = converge_run(workdir, args.archetype, config, args.converge_vfs)
+            extra["converge"] = converge_run(workdir, args.archetype, config, args.converge_vfs, python)
             conv = extra["converge"]
             if conv.get("skipped"):
                 print("converge: skipped, %s" % conv["skipped"])
@@ -565,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                           conv["cpu_simulator_s"], conv["first_run"]["wall_s"], conv["first_run"]["changed"]),
                       flush=True)
         if "facts" in only:
-            extra["facts"] = facts_run(workdir, args.facts_archetype, args.facts_vfs, args.repeat, config)
+            extra["facts"] = facts_run(workdir, args.facts_archetype, args.facts_vfs, args.repeat, config, python)
             facts = extra["facts"]
             print("rdma_facts on %s with %d VFs (%d RDMA devices, %d GPUs): collection %.1f ms in-process (median), "
                   "module process %.0f ms wall / %.0f ms CPU, ansible ad-hoc %.2f s" % (
@@ -576,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         if rows:
             print(table(rows, args.baseline_max, sizes))
         extra["machine"] = machine()
-        extra["node_python"] = sys.executable if args.node_python == "controller" else args.node_python
+        extra["node_python"] = python
         print("\n%s; config %s; nodes' Python %s; started %s" % (extra["machine"], config or "Ansible defaults",
                                                                  extra["node_python"], started))
         if args.json:
