@@ -19,7 +19,7 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit_report import
 
 STATUSES = ("pass", "fail", "skipped")
 # cause kinds, most basic first: the first one found is the row's likely cause
-CAUSES = ("unreachable", "no_rail", "link_down", "perftest_missing", "gid_index", "no_address", "rail_unpinned",
+CAUSES = ("unreachable", "no_facts", "no_rail", "link_down", "perftest_missing", "gid_index", "no_address", "rail_unpinned",
           "mtu_mismatch", "server",
           "client_timeout", "client", "cpu_clock", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
           "cri", "nccl_missing")
@@ -226,6 +226,8 @@ def _blockers(host, probe, rail, port, index, host_rails):
     """Reasons a job cannot run at all, as ``(kind, text)``; link and tool problems stop it before any traffic."""
     if probe is None:
         return [("unreachable", "%s: unreachable or its probe failed" % host)]
+    if probe.get("facts_failed"):
+        return [("no_facts", "%s: rdma_facts failed: %s" % (host, probe.get("msg", "")))]
     if probe.get("failed"):
         return [("unreachable", "%s: probe failed: %s" % (host, probe.get("msg", "")))]
     if rail is None:

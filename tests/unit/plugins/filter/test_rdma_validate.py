@@ -56,6 +56,20 @@ def test_a_probe_registered_unreachable_with_reachable_facts():
     assert the_plan["jobs"][0]["blocked"][0][0] == "unreachable"
 
 
+def test_rdma_facts_failing_on_a_reachable_node_is_its_own_cause():
+    hv = hostvars()
+    # failed_when: false on the facts task: the registered result is not failed, it just has no facts
+    hv["good2"]["rdma_validate__facts"] = {"changed": False, "failed": False, "failed_when_result": False,
+                                           "msg": "cannot read /sys/class/infiniband: Permission denied"}
+    hv["good2"]["rdma_validate__rails"] = []
+    the_plan = f.rdma_validate_plan([["good1", "good2"]], hv)
+    assert the_plan["jobs"][0]["blocked"] == [
+        ("no_facts", "good2: rdma_facts failed: cannot read /sys/class/infiniband: Permission denied")]
+    assert not the_plan["clients"] and not the_plan["servers"]
+    rep = f.rdma_validate_report(the_plan, ["good1", "good2"], hv, {"min_pct": 90})
+    assert rep["pairs"][0]["causes"][0]["kind"] == "no_facts"
+
+
 def test_reachable_pair_runs_with_the_server_rail_address():
     the_plan = f.rdma_validate_plan([["good1", "good2"]], hostvars())
     assert the_plan["clients"]["good1"][0]["server_address"] == "192.0.2.2"
