@@ -56,20 +56,19 @@ def rdma_validate_pairs(hosts, pairs=None):
 def _probe_of(probe, facts):
     """A host's probe as _validate reads it: None when the host was unreachable - its facts or its probe
     registered as unreachable, or the probe skipped (it is skipped exactly when the facts were unreachable) -
-    ``{"failed": True, "facts_failed": True, "msg"}`` when rdma_facts failed on the node (the role registers it
-    with ``failed_when: false``, so it is a result without facts), ``{"failed": True, "msg"}`` when the probe
-    failed, else the probe result."""
+    ``{"failed": True, "msg"}`` when the probe failed, else the probe result.  When rdma_facts failed on the
+    node (the role registers it with ``failed_when: false``: a result without facts), ``facts_failed`` and
+    ``facts_msg`` are added: its jobs are blocked as ``no_facts``, its pod row stays what the probe saw."""
     if isinstance(facts, Mapping) and facts.get("unreachable"):
         return None
-    if isinstance(facts, Mapping) and not facts.get("skipped") and \
-            not isinstance((facts.get("ansible_facts") or {}).get("rdma"), Mapping):
-        return {"failed": True, "facts_failed": True, "msg": facts.get("msg") or "no facts returned"}
     if not isinstance(probe, Mapping) or probe.get("unreachable") or \
             (probe.get("skipped") and "ports" not in probe):
         return None
-    if probe.get("failed"):
-        return {"failed": True, "msg": probe.get("msg")}
-    return probe
+    out = {"failed": True, "msg": probe.get("msg")} if probe.get("failed") else probe
+    if isinstance(facts, Mapping) and not facts.get("skipped") and \
+            not isinstance((facts.get("ansible_facts") or {}).get("rdma"), Mapping):
+        out = dict(out, facts_failed=True, facts_msg=facts.get("msg") or "no facts returned")
+    return out
 
 
 def rdma_validate_plan(pairs, hostvars, base_port=18515, rdma_cm=False, rails_var="rdma_validate__rails",

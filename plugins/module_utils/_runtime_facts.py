@@ -109,16 +109,25 @@ def kubelet_facts(host, commands=None, config="/var/lib/kubelet/config.yaml"):
         except RdmaNodeError as exc:
             problems.append({"what": "kubelet --version", "error": exc.msg})
     paths = [out["config_file"]]
-    if out["config_dir"]:
-        paths += [out["config_dir"].rstrip("/") + "/" + n for n in host.listdir(out["config_dir"]) if n.endswith(".conf")]
-    texts = [(path, text) for path, text in ((path, host.read_text(path)) for path in paths) if text is not None]
+    texts = []
+    try:
+        if out["config_dir"]:
+            paths += [out["config_dir"].rstrip("/") + "/" + n for n in host.listdir(out["config_dir"])
+                      if n.endswith(".conf")]
+        for path in paths:
+            text = host.read_text(path)
+            if text is not None:
+                texts.append((path, text))
+    except RdmaNodeError as exc:  # an unreadable config is a problem of this section, not of rdma_facts
+        problems.append({"what": "kubelet config", "error": exc.msg})
+        texts = None  # settings unknown (left empty), not the kubelet's defaults
     yaml = None
     if texts:  # PyYAML is imported (about 8 ms) only when there is a kubelet config to read
         try:
             import yaml  # pylint: disable=import-outside-toplevel
         except ImportError:
             problems.append({"what": "kubelet config", "error": "PyYAML is not installed: settings not read"})
-    if yaml is not None or not texts:
+    if yaml is not None or texts == []:
         merged = {}
         for path, text in texts:
             try:

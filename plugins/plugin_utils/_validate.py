@@ -227,7 +227,7 @@ def _blockers(host, probe, rail, port, index, host_rails):
     if probe is None:
         return [("unreachable", "%s: unreachable or its probe failed" % host)]
     if probe.get("facts_failed"):
-        return [("no_facts", "%s: rdma_facts failed: %s" % (host, probe.get("msg", "")))]
+        return [("no_facts", "%s: rdma_facts failed: %s" % (host, probe.get("facts_msg", "")))]
     if probe.get("failed"):
         return [("unreachable", "%s: probe failed: %s" % (host, probe.get("msg", "")))]
     if rail is None:

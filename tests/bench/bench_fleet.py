@@ -117,8 +117,8 @@ def build_fleet(workdir: pathlib.Path, archetype: str, count: int, roots: str = 
 
 # Variables of the controller's environment that a node's Python, reached over SSH, does not get, and that change
 # what the module process costs.  PYTHONUNBUFFERED (set by many CI and container images, this machine's included)
-# makes CPython read a script from stdin one byte per read(2): with pipelining a module's ~260 KB AnsiballZ
-# payload becomes ~260,000 system calls, 0.08-0.14 s of kernel CPU per module process (measured with strace here).
+# makes CPython read a script from stdin one byte per read(2): with pipelining a module's ~270 KB AnsiballZ
+# text becomes ~270,000 system calls, 0.08-0.14 s of kernel CPU per module process (measured with strace here).
 NODE_ENV_UNSET = ("PYTHONUNBUFFERED",)
 
 

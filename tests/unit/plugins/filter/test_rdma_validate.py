@@ -68,6 +68,9 @@ def test_rdma_facts_failing_on_a_reachable_node_is_its_own_cause():
     assert not the_plan["clients"] and not the_plan["servers"]
     rep = f.rdma_validate_report(the_plan, ["good1", "good2"], hv, {"min_pct": 90})
     assert rep["pairs"][0]["causes"][0]["kind"] == "no_facts"
+    # the node answered and its probe ran: its pod row is the probe's, not "unreachable or probe failed"
+    nodes = dict((n["host"], n) for n in rep["nodes"])
+    assert nodes["good2"]["status"] == "skipped" and nodes["good2"]["cause"] == "no pod_image given"
 
 
 def test_reachable_pair_runs_with_the_server_rail_address():

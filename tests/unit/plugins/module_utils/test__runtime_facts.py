@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
 
@@ -82,3 +83,22 @@ def test_a_config_without_pyyaml_is_reported_and_not_guessed(tmp_path, no_yaml):
     assert no_yaml == ["yaml"]
     assert facts["problems"] == [{"what": "kubelet config", "error": "PyYAML is not installed: settings not read"}]
     assert facts["settings"] == {}
+
+
+def test_an_unreadable_config_leaves_the_settings_unknown(tmp_path, monkeypatch):
+    _write(tmp_path, "/var/lib/kubelet/config.yaml", "cpuManagerPolicy: static\n")
+    _write(tmp_path, "/var/lib/kubelet/cpu_manager_state", json.dumps({"policyName": "static"}))
+    host = HostRoot(str(tmp_path))
+    real_read = host.read_text
+
+    def eio(node_path, default=None):  # what HostRoot raises for EIO/EACCES (root reads a mode-0 file)
+        if node_path == "/var/lib/kubelet/config.yaml":
+            raise HostReadError("cannot read %s: Input/output error" % node_path, {"path": node_path, "errno": 5})
+        return real_read(node_path, default)
+
+    monkeypatch.setattr(host, "read_text", eio)
+    facts = kubelet_facts(host)
+    assert facts["settings"] == {}
+    assert facts["problems"] == [{"what": "kubelet config",
+                                  "error": "cannot read /var/lib/kubelet/config.yaml: Input/output error"}]
+    assert facts["state_files"]["cpuManagerPolicy"]["policy"] == "static"  # the rest of the section is still read

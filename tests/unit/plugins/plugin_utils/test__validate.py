@@ -71,7 +71,7 @@ def test_plan_gives_each_server_job_its_own_port_and_the_client_the_address():
 def test_blocked_jobs_do_not_run_and_carry_their_cause():
     cases = {
         "unreachable": (None, probe(port())),
-        "no_facts": ({"failed": True, "facts_failed": True, "msg": "rdma_facts: Permission denied"}, probe(port())),
+        "no_facts": (dict(probe(port()), facts_failed=True, facts_msg="Permission denied"), probe(port())),
         "no_rail": (probe(port()), probe()),
         "link_down": (probe(port(state="DOWN", operstate="down")), probe(port())),
         "perftest_missing": (probe(port(), path=None), probe(port())),
