@@ -158,17 +158,9 @@ def rdma_audit(hosts, hostvars, mode="desired", layers=None, generated=None, res
                 given = dict((var, hvars[var]) for var in _audit.DESIRED_VARS if var in hvars)
             desired = dict((var, _plain(given[var]) if given.get(var, UNSET) not in (None, UNSET) else defaults.get(var))
                            for var in _audit.DESIRED_VARS)
-        host_layers = _plain(hvars.get("rdma_audit_layers")) or layers
-        if isinstance(host_layers, (str, bytes)) or not all(layer in _audit.LAYERS for layer in host_layers or []):
-            # a per-host value the role's run_once option check did not see: this host fails, the others go on
-            option_errors = ["rdma_audit_layers of this host must be a list of %s, got %r"
-                             % (", ".join(_audit.LAYERS), host_layers)]
-            host_layers = None
-        else:
-            option_errors = []
+        # a per-host value the role's run_once option check did not see is checked per host (_audit.host_layers)
         spec[name] = {"facts": _plain(facts) if facts is not None else None, "desired": desired,
-                      "layers": list(host_layers) if host_layers else None, "error": error,
-                      "option_errors": option_errors}
+                      "layers": _plain(hvars.get("rdma_audit_layers")) or layers, "error": error}
     try:
         return _audit.audit(spec, generated=generated)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:

@@ -170,6 +170,21 @@ class HostRoot:
             return None
         return self.node_path(os.path.realpath(local))
 
+    def follow(self, node_path, target=False):
+        """The node path a class/bus entry points to: the entry itself when it is a plain directory.
+
+        Kernel links are relative, so joining the target onto the link's directory is exact and costs one
+        ``readlink`` (none when the caller already has ``target``) instead of a ``realpath()`` stat per path
+        component; absolute targets (hand-made fixtures) go through :meth:`resolve`.
+        """
+        if target is False:
+            target = self.readlink(node_path)
+        if target is None:
+            return node_path
+        if target.startswith("/"):
+            return self.resolve(node_path)
+        return posixpath.normpath(posixpath.join(posixpath.dirname(node_path), target))
+
     def link_name(self, node_path):
         """Basename of what a symlink points to (``driver`` -> ``mlx5_core``, ``physfn`` -> a BDF), or None."""
         target = self.readlink(node_path)

@@ -79,19 +79,8 @@ class _Reader:
         self.problems.append({"path": path, "error": error})
 
     def follow(self, path, target=False):
-        """The node path a class/bus entry points to: the entry itself when it is a plain directory.
-
-        Kernel links are relative, so joining the target onto the link's directory is exact and costs one
-        ``readlink`` (none when the caller already has ``target``); absolute targets (hand-made fixtures) go
-        through :meth:`HostRoot.resolve`.
-        """
-        if target is False:
-            target = self.host.readlink(path)
-        if target is None:
-            return path
-        if target.startswith("/"):
-            return self.host.resolve(path)
-        return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        """The node path a class/bus entry points to (:meth:`HostRoot.follow`)."""
+        return self.host.follow(path, target)
 
 
 # /proc/<pid>/comm of device plugins (cut at 15 characters by the kernel)

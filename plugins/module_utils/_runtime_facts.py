@@ -22,11 +22,17 @@ UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/syste
              "/usr/lib/systemd/system", "/lib/systemd/system")
 
 
-def _pid_of(host, comm):
+def _pids_of(host, comms):
+    """``{comm: pid}`` of the first process of each name in ``comms``, in one pass over /proc."""
+    found = {}
     for entry in host.listdir("/proc"):
-        if entry.isdigit() and host.try_attr("/proc/%s/comm" % entry) == comm:
-            return int(entry)
-    return None
+        if len(found) == len(comms):
+            break
+        if entry.isdigit():
+            comm = host.try_attr("/proc/%s/comm" % entry)
+            if comm in comms:
+                found.setdefault(comm, int(entry))
+    return found
 
 
 def _unit_memlock(host, service):
@@ -49,8 +55,9 @@ def _limit(value):
     return None if value is None else ctd.render_limit(value)
 
 
-def containerd_facts(host, commands=None, config="/etc/containerd/config.toml"):
-    """containerd: version, config version, runtimes' base specs with their memlock, CDI, unit and process memlock."""
+def containerd_facts(host, commands=None, config="/etc/containerd/config.toml", pids=None):
+    """containerd: version, config version, runtimes' base specs with their memlock, CDI, unit and process memlock
+    (``pids``: a :func:`_pids_of` result already made, else /proc is scanned)."""
     problems = []
     out = {"installed": None, "version": None, "config_file": config, "config_version": None, "runtimes": {},
            "enable_cdi": None, "cdi_spec_dirs": None, "unit_memlock": None, "unit_memlock_source": None,
@@ -60,7 +67,7 @@ def containerd_facts(host, commands=None, config="/etc/containerd/config.toml"):
         out["unit_memlock"], out["unit_memlock_source"] = _limit(limit), source
     except RdmaNodeError as exc:
         problems.append({"what": "containerd unit", "error": exc.msg})
-    pid = _pid_of(host, "containerd")
+    pid = (_pids_of(host, ("containerd",)) if pids is None else pids).get("containerd")
     if pid:
         memlock = ctd.parse_proc_limits(host.try_attr("/proc/%d/limits" % pid, "", problems))
         out["running"] = {"pid": pid, "memlock": dict((k, _limit(v)) for k, v in memlock.items()) if memlock else None}
@@ -93,10 +100,38 @@ def containerd_facts(host, commands=None, config="/etc/containerd/config.toml"):
     return out
 
 
-def kubelet_facts(host, commands=None, config="/var/lib/kubelet/config.yaml"):
-    """kubelet: config path, drop-in dir, topology/CPU/memory manager settings and state-file policies."""
+def _config_texts(host, config, config_dir):
+    """``[(path, text)]`` of the kubelet config and its ``.conf`` drop-ins that exist, in the kubelet's order."""
+    paths = [config]
+    if config_dir:
+        paths += [config_dir.rstrip("/") + "/" + n for n in host.listdir(config_dir) if n.endswith(".conf")]
+    return [(path, text) for path, text in ((path, host.read_text(path)) for path in paths) if text is not None]
+
+
+def _merged_config(texts, problems):
+    """The drop-ins merged over the config, or None when PyYAML is missing; YAML errors go to ``problems``."""
+    if not texts:
+        return {}
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel  # about 8 ms: only when there is a config to read
+    except ImportError:
+        problems.append({"what": "kubelet config", "error": "PyYAML is not installed: settings not read"})
+        return None
+    merged = {}
+    for path, text in texts:
+        try:
+            data = yaml.safe_load(text) or {}
+            merged = kub.merge(merged, data if isinstance(data, dict) else {})
+        except yaml.YAMLError as exc:
+            problems.append({"what": path, "error": str(exc).replace("\n", " ")})
+    return merged
+
+
+def kubelet_facts(host, commands=None, config="/var/lib/kubelet/config.yaml", pids=None):
+    """kubelet: config path, drop-in dir, topology/CPU/memory manager settings and state-file policies (``pids`` as
+    for :func:`containerd_facts`)."""
     problems = []
-    pid = _pid_of(host, "kubelet")
+    pid = (_pids_of(host, ("kubelet",)) if pids is None else pids).get("kubelet")
     flags = {}
     if pid:
         flags = kub.parse_flags((host.read_text("/proc/%d/cmdline" % pid) or "").replace("\0", " "))
@@ -108,33 +143,12 @@ def kubelet_facts(host, commands=None, config="/var/lib/kubelet/config.yaml"):
             out["version"] = ".".join(str(p) for p in kub.parse_kubelet_version(text)) if rc == 0 else None
         except RdmaNodeError as exc:
             problems.append({"what": "kubelet --version", "error": exc.msg})
-    paths = [out["config_file"]]
-    texts = []
     try:
-        if out["config_dir"]:
-            paths += [out["config_dir"].rstrip("/") + "/" + n for n in host.listdir(out["config_dir"])
-                      if n.endswith(".conf")]
-        for path in paths:
-            text = host.read_text(path)
-            if text is not None:
-                texts.append((path, text))
+        merged = _merged_config(_config_texts(host, out["config_file"], out["config_dir"]), problems)
     except RdmaNodeError as exc:  # an unreadable config is a problem of this section, not of rdma_facts
         problems.append({"what": "kubelet config", "error": exc.msg})
-        texts = None  # settings unknown (left empty), not the kubelet's defaults
-    yaml = None
-    if texts:  # PyYAML is imported (about 8 ms) only when there is a kubelet config to read
-        try:
-            import yaml  # pylint: disable=import-outside-toplevel
-        except ImportError:
-            problems.append({"what": "kubelet config", "error": "PyYAML is not installed: settings not read"})
-    if yaml is not None or texts == []:
-        merged = {}
-        for path, text in texts:
-            try:
-                data = yaml.safe_load(text) or {}
-                merged = kub.merge(merged, data if isinstance(data, dict) else {})
-            except yaml.YAMLError as exc:
-                problems.append({"what": path, "error": str(exc).replace("\n", " ")})
+        merged = None  # settings unknown (left empty), not the kubelet's defaults
+    if merged is not None:
         out["settings"] = dict((key, merged.get(key, kub.DEFAULTS.get(key))) for key in kub.MANAGED_KEYS)
     for key, path in kub.STATE_FILES.items():
         text = host.read_text(path)
@@ -150,4 +164,5 @@ def kubelet_facts(host, commands=None, config="/var/lib/kubelet/config.yaml"):
 
 def runtime_facts(host, commands=None):
     """``{"containerd": {...}, "kubelet": {...}}`` -- see containerd_facts and kubelet_facts."""
-    return {"containerd": containerd_facts(host, commands), "kubelet": kubelet_facts(host, commands)}
+    pids = _pids_of(host, ("containerd", "kubelet"))  # one pass over /proc for both
+    return {"containerd": containerd_facts(host, commands, pids=pids), "kubelet": kubelet_facts(host, commands, pids=pids)}

@@ -108,9 +108,8 @@ def observe_vf(host, pf, index):
     target = host.readlink(link)
     if not target:
         return None
-    # kernfs links are relative to the PF's directory (``../0000:18:00.1``): the VF's own directory without
-    # realpath(), which costs a stat per path component on every level
-    path = posixpath.normpath(posixpath.join(pf["path"], target)) if not target.startswith("/") else host.resolve(link)
+    # kernfs links are relative to the PF's directory (``../0000:18:00.1``): no realpath() stat per component
+    path = host.follow(link, target)
     if path is None or not host.exists(path):
         return None
     vf = {"index": index, "pci_address": posixpath.basename(path), "driver": host.link_name(path + "/driver"),
@@ -484,8 +483,17 @@ def _diff_text(data):
 
 
 # -- ib_vf_guids --------------------------------------------------------------------------------------------------------
-def _admin_guids(host, commands, pf, count, via):
-    """``{index: {admin_node, admin_port}}`` from the OFED sysfs (when used) or netlink."""
+def ip_links_vfs(commands):
+    """``{netdev: {index: attrs}}`` of every link that reports VFs, from one ``ip -j link show`` dump."""
+    rc, out, err = commands.run_kernel(["ip", "-j", "link", "show"])
+    if rc != 0:
+        raise HostReadError("ip -j link show failed (rc=%s): %s" % (rc, err.strip()))
+    return _sriov.parse_ip_links_vfs(out)
+
+
+def _admin_guids(host, commands, pf, count, via, links=None):
+    """``{index: {admin_node, admin_port}}`` from the OFED sysfs (when used) or netlink (``links``: a dump already
+    made, see :func:`ip_links_vfs`)."""
     out = {}
     if via == "ofed_sysfs":
         for index in range(count):
@@ -493,19 +501,20 @@ def _admin_guids(host, commands, pf, count, via):
             out[index] = {"admin_node": _sysfs_guid(host.read_attr(base + "node")),
                           "admin_port": _sysfs_guid(host.read_attr(base + "port"))}
         return out
-    for index, attrs in ip_vfs(commands, pf["netdev"]).items():
+    vfs = links.get(pf["netdev"], {}) if links is not None else ip_vfs(commands, pf["netdev"])
+    for index, attrs in vfs.items():
         out[index] = {"admin_node": attrs["node_guid"], "admin_port": attrs["port_guid"]}
     return out
 
 
-def host_guids(host, commands, skip_pci, own_vfs=None):
+def host_guids(host, commands, skip_pci, own_vfs=None, links=None):
     """``{guid: where}`` for GUIDs in use on this node outside the PF ``skip_pci``: every RDMA device's node GUID and
     the admin GUIDs of other InfiniBand PFs' VFs.  ``own_vfs``: the PF's VFs as :func:`observe` found them (then the
     PF's own RDMA devices are known by name), else each device's ``device`` and ``physfn`` links tell.
 
     Cheap on purpose (it runs on every call, also when nothing is to change): no path is resolved, and the admin GUIDs
     of every other PF come from one ``ip -j link show`` (a dump has every link's VF list) instead of one ``ip`` per
-    PF."""
+    PF; ``links``: that dump when the caller has made it already."""
     skip = set([skip_pci]) | set(vf["pci_address"] for vf in own_vfs or ())
     own_names = None
     if own_vfs is not None:
@@ -531,10 +540,7 @@ def host_guids(host, commands, skip_pci, own_vfs=None):
         if others:
             raise HostReadError("ip is not installed: the VF GUIDs of %s cannot be read" % ", ".join(others))
         return taken
-    rc, out, err = commands.run_kernel(["ip", "-j", "link", "show"])
-    if rc != 0:
-        raise HostReadError("ip -j link show failed (rc=%s): %s" % (rc, err.strip()))
-    for name, vfs in sorted(_sriov.parse_ip_links_vfs(out).items()):
+    for name, vfs in sorted((ip_links_vfs(commands) if links is None else links).items()):
         # the links reporting VFs: InfiniBand (type 32) netdevs of another PCI device (IPoIB child interfaces of
         # this PF report its VFs too, and are skipped by their device)
         if host.link_name("%s/%s/device" % (SYS_NET, name)) in skip \
@@ -593,11 +599,13 @@ def run_ib_vf_guids(module):
     if via == "netlink" and count and not pf["netdev"]:
         raise InputError("PF %s has no IPoIB netdev (ib_ipoib not loaded?) and no OFED sriov sysfs: no way to set GUIDs"
                          % pf["pci_address"])
-    admin = _admin_guids(host, commands, pf, count, via) if count else {}
+    # one dump answers both this PF's admin GUIDs and the other PFs' (host_guids)
+    links = ip_links_vfs(commands) if count and via == "netlink" and commands.module.get_bin_path("ip") else None
+    admin = _admin_guids(host, commands, pf, count, via, links) if count else {}
     observed = {}
     for vf in state["vfs"]:
         observed[vf["index"]] = dict(admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"])
-    taken = host_guids(host, commands, pf["pci_address"], state["vfs"])
+    taken = host_guids(host, commands, pf["pci_address"], state["vfs"], links)
     taken.update(dict((guid, "the PF %s itself" % pf["pci_address"]) for guid in [pf_guid] if guid))
     for extra in params.get("exclude_guids") or []:
         taken.setdefault(_guid.parse_guid(extra, "exclude_guids entry"), "another node of the inventory (exclude_guids)")

@@ -327,7 +327,7 @@ class Kubelet:
             ok, why = self.answers(url)
             now = time.time()
             if ok:
-                current = self.main_pid()
+                current = self.main_pid() if settle else None  # nothing to compare without a settle time
                 if first is None:
                     first, pid = now, current
                 elif current != pid:

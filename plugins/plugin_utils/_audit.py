@@ -20,7 +20,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from collections import Counter
 
-from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
@@ -333,12 +333,12 @@ VF_ATTR_KEYS = ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")
 def _vf_attr(key, value):
     """A VF attribute as sriov_vfs sees it after its argument spec's conversion (``trust: "yes"`` is True,
     ``vlan: "100"`` is 100); a value the module would refuse is kept as given (and differs)."""
-    try:
+    try:  # the converters of the module's argument spec (type bool / type int)
         if key in ("trust", "spoofchk"):
-            return boolean(value, strict=True)
+            return check_type_bool(value)
         if key in ("vlan", "qos"):
-            return value if isinstance(value, int) and not isinstance(value, bool) else int(str(value), 10)
-    except (TypeError, ValueError):
+            return check_type_int(value)
+    except TypeError:
         return value
     return value.lower() if key in ("link_state", "mac") and isinstance(value, str) else value
 
@@ -653,9 +653,6 @@ def _cgroup(checks, facts):
 
 
 # -- driver ---------------------------------------------------------------------------------------------------------
-GPU_NIC_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
-
-
 def option_problems(desired):
     """The audit's own per-host options (inventory values the role's run_once check does not see) that are not
     what the role's argument spec allows: ``(problems, desired without them)``; pure."""
@@ -663,8 +660,8 @@ def option_problems(desired):
         return [], desired
     problems, clean = [], dict(desired)
     value = desired.get("rdma_audit_gpu_nic_max_class")
-    if value is not None and value not in GPU_NIC_CLASSES:
-        problems.append("rdma_audit_gpu_nic_max_class must be one of %s, got %r" % (", ".join(GPU_NIC_CLASSES), value))
+    if value is not None and value not in AFFINITY_ORDER:
+        problems.append("rdma_audit_gpu_nic_max_class must be one of %s, got %r" % (", ".join(AFFINITY_ORDER), value))
         clean.pop("rdma_audit_gpu_nic_max_class")
     value = desired.get("rdma_audit_gpu_nic_map")
     if value is not None and (not isinstance(value, dict) or not all(
@@ -760,16 +757,26 @@ def _inventory_check(check_id, status, desired, live, remedy, subject=None):
             "live": live, "persisted": None, "remedy": remedy if status != "ok" else None, "detail": None}
 
 
+def host_layers(value):
+    """``(layers, option errors)`` of one host's ``rdma_audit_layers``: every layer when unset; a value that is not
+    a list of layer names fails that host (``facts.options``) and audits every layer."""
+    if not value:
+        return list(LAYERS), []
+    if isinstance(value, (str, bytes)) or not all(layer in LAYERS for layer in value):
+        return list(LAYERS), ["rdma_audit_layers of this host must be a list of %s, got %r" % (", ".join(LAYERS), value)]
+    return list(value), []
+
+
 def audit(hosts, generated=None):
     """The inventory report.  ``hosts`` = ``{name: {"facts": dict|None, "desired": dict|None,
     "layers": [..]|None, "error": str|None}}``; returns the ``report.json`` document (schema version 1)."""
     work = {}
     for name in sorted(hosts):
         spec = hosts[name]
-        layers = list(spec.get("layers") or LAYERS)
+        layers, option_errors = host_layers(spec.get("layers"))
         work[name] = {"facts": spec.get("facts"), "layers": layers,
                       "checks": audit_host(spec.get("facts"), spec.get("desired"), layers, spec.get("error"),
-                                           spec.get("option_errors") or ()),
+                                           option_errors),
                       "desired_mode": "facts_only" if spec.get("desired") is None else "desired"}
     _inventory_checks(work)
     out_hosts = {}

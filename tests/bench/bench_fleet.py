@@ -247,14 +247,14 @@ def node_python() -> str:
 
 
 def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], config: pathlib.Path | None,
-              forks: int | None, python: str | None = None) -> dict:
+              forks: int | None, python: str = sys.executable) -> dict:
     """One audit or baseline run on the first ``len(roots)`` hosts, the modules run by ``python``."""
     count = len(roots)
     run_dir = workdir / "runs" / ("%s-%d" % (kind, count))
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     cpu_log = run_dir / "module-cpu.log"
-    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python or sys.executable)
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python)
     inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter)
     argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOKS[kind]),
             "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false",
@@ -314,7 +314,7 @@ def install_boot_tools(root: pathlib.Path) -> None:
 
 
 def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | None, vfs: int,
-                 python: str | None = None) -> dict:
+                 python: str = sys.executable) -> dict:
     """Provision one FUSE-simulated node, then time the second (no-op) run of the same playbook (modules run by
     ``python``)."""
     import hwsim  # pylint: disable=import-outside-toplevel
@@ -337,7 +337,7 @@ def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | N
     mnt = run_dir / "mnt"
     mnt.mkdir()
     cpu_log = run_dir / "module-cpu.log"
-    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python or sys.executable)
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python)
     shim_log = run_dir / "shim-cpu.log"
     shims = timed_shims(run_dir / "shims", shim_log)
     env = ansible_env(workdir, config, {"PATH": "%s:%s" % (shims, os.environ.get("PATH", "")),
@@ -408,7 +408,7 @@ def sriov_pfs(root: pathlib.Path, vfs: int) -> list[dict]:
 
 # -- rdma_facts alone -------------------------------------------------------------------------------------------------
 def facts_run(workdir: pathlib.Path, archetype: str, vfs: int, repeat: int, config: pathlib.Path | None,
-              python: str | None = None) -> dict:
+              python: str = sys.executable) -> dict:
     """rdma_facts on the archetype with ``vfs`` VFs per SR-IOV PF: in-process collection, and the module process
     through ansible (one local host, the timed interpreter: the whole round trip)."""
     import statistics  # pylint: disable=import-outside-toplevel
@@ -423,7 +423,7 @@ def facts_run(workdir: pathlib.Path, archetype: str, vfs: int, repeat: int, conf
     in_process = bench_rdma_facts.timed(lambda: bench_rdma_facts.module_facts(str(tree)), repeat)
     facts = bench_rdma_facts.module_facts(str(tree))
     cpu_log = run_dir / "module-cpu.log"
-    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python or sys.executable)
+    interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python)
     inventory = write_inventory(run_dir / "inventory.yml", [tree], interpreter)
     argv = [str(REPO / ".venv" / "bin" / "ansible"), "-i", str(inventory), "fleet", "-m", "rdma.k8s_node.rdma_facts",
             "-a", "host_root=%s" % tree]
