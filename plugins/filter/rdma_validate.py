@@ -103,20 +103,18 @@ def rdma_validate_report(the_plan, hosts, hostvars, settings=None, generated=Non
     """The report (``summary``, ``pairs``, ``nodes``) from the plan and each host's registered results."""
     settings = dict(_plain(settings) or {})
     the_plan = _plain(the_plan)
-    servers, stops, clients, facts = {}, {}, {}, {}
+    servers, stops, clients = {}, {}, {}
     for host in hosts:
         servers.update(_by_id(_var(hostvars, host, prefix + "server")))
         stops.update(_by_id(_var(hostvars, host, prefix + "stop")))
         # the client results of every wave (roles/rdma_validate/tasks/clients.yml)
         clients.update((j["id"], j) for j in _var(hostvars, host, prefix + "clients") or [] if isinstance(j, Mapping))
-        registered = _ok(_var(hostvars, host, prefix + "facts"))
-        facts[host] = ((registered or {}).get("ansible_facts") or {}).get("rdma")
     rows = []
     for job in the_plan["jobs"]:
         server = dict(servers.get(job["id"]) or {})
         if job["id"] in stops:
             server["stop"] = stops[job["id"]]
-        rows.append(_validate.judge(job, server, clients.get(job["id"]), facts, settings))
+        rows.append(_validate.judge(job, server, clients.get(job["id"]), None, settings))
     nodes = []
     for host in hosts:
         probe = _probe_of(_var(hostvars, host, prefix + "probe"), _var(hostvars, host, prefix + "facts"))

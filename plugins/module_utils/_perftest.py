@@ -221,9 +221,8 @@ def parse_nccl(text):
         bw = _NCCL_BUSBW.search(line)
         if bw:
             busbw = float(bw.group("bw"))
-    net = dict((k, v) for k, v in transports.items() if k.startswith("NET/"))
-    received = dict((k, v) for k, v in by_dir["receive"].items() if k.startswith("NET/"))
-    sent = dict((k, v) for k, v in by_dir["send"].items() if k.startswith("NET/"))
+    net, received, sent = (dict((k, v) for k, v in table.items() if k.startswith("NET/"))
+                           for table in (transports, by_dir["receive"], by_dir["send"]))
     judged = received or net
     net_ib = sum(v for k, v in net.items() if _is_ib(k))
     gdrdma = sum(v for k, v in judged.items() if _is_ib(k) and is_gdrdma(k))

@@ -420,8 +420,7 @@ def probe_port(host, device, port, wanted_gid):
     out["netdev"] = netdev
     # the NIC's NUMA node and its CPUs: both ends of a test run on them (taskset), so that the host memory
     # perftest registers is the NIC's own node's (-1: the kernel knows no node, one-node machines)
-    numa = host.try_attr("/sys/class/infiniband/%s/device/numa_node" % device)
-    out["numa_node"] = int(numa) if numa is not None and numa.lstrip("-").isdigit() else None
+    out["numa_node"] = host.read_int("/sys/class/infiniband/%s/device/numa_node" % device)
     out["local_cpulist"] = host.try_attr("/sys/class/infiniband/%s/device/local_cpulist" % device)
     out["operstate"] = host.try_attr("/sys/class/net/%s/operstate" % netdev) if netdev else None
     out["mtu"] = host.read_int("/sys/class/net/%s/mtu" % netdev, problems=[]) if netdev else None
@@ -633,10 +632,7 @@ def do_server(module, params, result):
                 # (its bind failed) is not listening
                 time.sleep(0.5)
                 done, code = os.waitpid(pid, os.WNOHANG)
-                if done == pid:
-                    status, rc = "exited", _exit_code(code)
-                else:
-                    status = "listening"
+                status, rc = ("exited", _exit_code(code)) if done == pid else ("listening", None)
             elif time.time() > deadline:
                 status = "not_started"
             else:

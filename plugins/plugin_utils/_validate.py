@@ -280,11 +280,12 @@ def _numa_hint(host, port):
     return None
 
 
-def judge(job, server_run, client_run, facts, settings):
+def judge(job, server_run, client_run, dummy_facts, settings):
     """The report row of one pair x rail.
 
     ``server_run``: the server's start entry (listening/exited/not_started) merged with its stop entry;
-    ``client_run``: the client's entry; ``facts``: ``{host: ansible_facts.rdma}``; ``settings``: ``min_pct``,
+    ``client_run``: the client's entry; ``dummy_facts``: unused (the ends' probed ports carry what is judged);
+    ``settings``: ``min_pct``,
     ``min_gbps`` (overrides the percentage when set), ``start_timeout``, ``timeout``, ``check_mode``.
     """
     cli, srv = job["ends"]["client"], job["ends"]["server"]
