@@ -31,6 +31,10 @@ _INT = re.compile(r"[+-]?(?:0|[1-9](?:_?[0-9])*)$")
 _PREFIXED_INT = re.compile(r"0(?:x[0-9A-Fa-f](?:_?[0-9A-Fa-f])*|o[0-7](?:_?[0-7])*|b[01](?:_?[01])*)$")
 _FLOAT = re.compile(r"[+-]?(?:0|[1-9](?:_?[0-9])*)(?:\.[0-9](?:_?[0-9])*)?(?:[eE][+-]?[0-9](?:_?[0-9])*)?$")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}:\d{2}")
+_LINE_END_ESCAPE = re.compile(r"[ \t]*\r?\n")
+_TIME_OF_DATE = re.compile(r" \d{2}:\d{2}[0-9:.+\-Z]*")
+#: arrays and inline tables nested deeper are refused (the parser recurses; Python stops at about 1,000 frames)
+MAX_NESTING = 100
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
 
 
@@ -91,10 +95,15 @@ class _Parser:  # pylint: disable=too-many-instance-attributes
         self.current_node = self.data
         self.explicit = set([()])
         self.frozen = set()  # paths of inline tables and arrays: closed for extension
+        self.depth = 0  # arrays and inline tables being parsed, one inside the other
+        self.counted = (0, 1)  # (offset, its line number): line_of counts on from the last position it was asked
 
     # -- errors and positions ---------------------------------------------------------------
     def line_of(self, pos):
-        return self.text.count("\n", 0, pos) + 1
+        start, line = self.counted if pos >= self.counted[0] else (0, 1)
+        line += self.text.count("\n", start, pos)
+        self.counted = (pos, line)
+        return line
 
     def error(self, msg, pos=None):
         where = self.pos if pos is None else pos
@@ -205,9 +214,12 @@ class _Parser:  # pylint: disable=too-many-instance-attributes
                     digits = self.text[self.pos + 1:self.pos + 1 + width]
                     if len(digits) != width or not re.match(r"[0-9A-Fa-f]+$", digits):
                         raise self.error("bad unicode escape \\%s%s" % (esc, digits))
-                    out.append(chr(int(digits, 16)))
+                    code = int(digits, 16)
+                    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                        raise self.error("unicode escape \\%s%s is not a Unicode scalar value" % (esc, digits))
+                    out.append(chr(code))
                     self.pos += 1 + width
-                elif multiline and re.match(r"[ \t]*\r?\n", self.text[self.pos:]):
+                elif multiline and _LINE_END_ESCAPE.match(self.text, self.pos):
                     self.skip_trivia_ws_only()
                 else:
                     raise self.error("invalid escape \\%s in a string" % esc)
@@ -255,9 +267,9 @@ class _Parser:  # pylint: disable=too-many-instance-attributes
         if char == "'":
             return self.parse_literal_string()
         if char == "[":
-            return self.parse_array()
+            return self.nested(self.parse_array)
         if char == "{":
-            return self.parse_inline_table()
+            return self.nested(self.parse_inline_table)
         for word, value in (("true", True), ("false", False)):
             if self.text.startswith(word, self.pos) and not _BARE_KEY.match(self.text, self.pos + len(word)):
                 self.pos += len(word)
@@ -268,21 +280,32 @@ class _Parser:  # pylint: disable=too-many-instance-attributes
         token = match.group(0)
         if _DATE.match(token):
             end = match.end()
-            more = re.match(r" \d{2}:\d{2}[0-9:.+\-Z]*", self.text[end:])
+            more = _TIME_OF_DATE.match(self.text, end)
             if more:
-                end += more.end()
+                end = more.end()
             self.pos = end
             return RawValue(self.text[match.start():end])
         self.pos = match.end()
-        if _INT.match(token):
-            return int(token.replace("_", ""))
-        if _PREFIXED_INT.match(token):
-            return int(token.replace("_", ""), 0)
+        if _INT.match(token) or _PREFIXED_INT.match(token):
+            try:
+                return int(token.replace("_", ""), 10 if _INT.match(token) else 0)
+            except ValueError:  # more decimal digits than Python converts (sys.get_int_max_str_digits())
+                raise self.error("integer of %d digits is too long" % len(token), match.start()) from None
         if _FLOAT.match(token):
             return float(token.replace("_", ""))
         if token.lstrip("+-") in ("inf", "nan"):
             return float(token)
         raise self.error("invalid value %r" % token, match.start())
+
+    def nested(self, parse):
+        """``parse()`` one level deeper; refused beyond MAX_NESTING levels (no RecursionError on hostile input)."""
+        if self.depth >= MAX_NESTING:
+            raise self.error("arrays or inline tables nested more than %d deep" % MAX_NESTING)
+        self.depth += 1
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
 
     def parse_array(self):
         self.pos += 1
