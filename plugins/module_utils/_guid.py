@@ -99,9 +99,9 @@ def derive(pf_node_guid, vf_index, prefix=0x02):
     """
     if not 0 <= vf_index <= 0xFF:
         raise InputError("VF index %d does not fit the pf_guid scheme (one octet); use guids or a pool file" % vf_index)
-    if pf_node_guid in (ZERO, ALL_FF):
+    if pf_node_guid is None or pf_node_guid in (ZERO, ALL_FF):
         raise InputError("the PF's node GUID is %s, so the pf_guid scheme has nothing stable to derive from"
-                         % format_guid(pf_node_guid))
+                         % ("unknown (no readable node_guid)" if pf_node_guid is None else format_guid(pf_node_guid)))
     oui = pf_node_guid >> 40
     fold = (oui >> 16) ^ ((oui >> 8) & 0xFF) ^ (oui & 0xFF)
     extension = pf_node_guid & ((1 << 40) - 1)
@@ -114,10 +114,7 @@ def parse_pool(text, source=OPERATOR_POOL_FILE):
     ``guidsRange {start, end}`` (end inclusive, not below start).  Returns ``[{"pci_address"|"pf_guid", "guids"|
     "range": (start, end)}]``.  Keys the operator's code ignores (``pci_address``/``pf_guid`` from its docs,
     ``rangeStart``/``rangeEnd`` of an older release) are errors: the operator would not use such an entry."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ParseError("%s is not valid JSON: %s" % (source, exc)) from exc
+    data = _load_json(text, source)
     if not isinstance(data, list):
         raise ParseError("%s must hold a JSON list of PF entries" % source)
     entries = []
@@ -156,6 +153,15 @@ def parse_pool(text, source=OPERATOR_POOL_FILE):
             entry["guids"] = [_pool_guid(item, "%s guids[%d]" % (where, idx)) for idx, item in enumerate(raw["guids"])]
         entries.append(entry)
     return entries
+
+
+def _load_json(text, source):
+    """``json.loads`` with everything it raises on hostile text (RecursionError when nested too deep, ValueError for
+    an integer of more than 4,300 digits) as a ParseError naming ``source``."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError("%s is not valid JSON: %s" % (source, exc)) from exc
 
 
 def _pool_guid(text, where):
@@ -199,7 +205,7 @@ def pool_guids(entry, count, source=OPERATOR_POOL_FILE):
 def render_pool(existing, pci_address, guids):
     """Pool file text with this PF's entry (``pciAddress`` + ``guids``) replaced or added; other entries kept as
     they are.  ``existing`` is the current text or None."""
-    data = json.loads(existing) if existing and existing.strip() else []
+    data = _load_json(existing, OPERATOR_POOL_FILE) if existing and existing.strip() else []
     if not isinstance(data, list):
         raise ParseError("%s must hold a JSON list of PF entries" % OPERATOR_POOL_FILE)
     mine = {"pciAddress": pci_address, "guids": [format_guid(guid) for guid in guids]}

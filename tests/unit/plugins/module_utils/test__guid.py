@@ -179,3 +179,21 @@ def test_plan_conflict_with_taken():
     with pytest.raises(ConflictError) as info:
         g.plan([A, B], {}, {B: "VF 3 of ibp64s0"})
     assert "VF 1" in info.value.msg and "VF 3 of ibp64s0" in info.value.msg
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_guid.py) --------------------------------------------------------
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "[" + "1" * 5000 + "]", "{", "not json"])
+def test_hostile_pool_files_are_parse_errors(text):
+    """json.loads raised RecursionError (deep nesting) and ValueError (a 5,000-digit integer) past parse_pool, and
+    render_pool did not catch even a JSONDecodeError."""
+    with pytest.raises(ParseError, match="^/etc/sriov-operator/infiniband/guids is not valid JSON"):
+        g.parse_pool(text)
+    with pytest.raises(ParseError, match="^/etc/sriov-operator/infiniband/guids is not valid JSON"):
+        g.render_pool(text, "0000:3b:00.0", [1])
+
+
+def test_pf_guid_scheme_without_a_readable_node_guid():
+    """ib_vf_guids passes None when the PF's node_guid is missing or garbled: was a TypeError (None >> 40)."""
+    with pytest.raises(InputError, match="node GUID is unknown"):
+        g.desired_guids("pf_guid", 2, None)
+    assert g.desired_guids("pf_guid", 0, None) == []
