@@ -24,17 +24,18 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import binascii
 import errno
 import fcntl
 import os
 import re
 import stat
-import tempfile
 import time
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, HostReadError, InputError,
+    ApplyError, ConflictError, HostReadError, HostRootError, InputError,
 )
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import file_kind
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import action
 
 #: seconds to wait for another run's lock on a directory before giving up
@@ -42,28 +43,39 @@ LOCK_TIMEOUT = 60.0
 _LOCK_POLL = 0.05
 #: permission bits of backup copies: readable by root only
 BACKUP_MODE = 0o600
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 class FileState:
-    """What a file is now: ``exists`` plus content, permission bits and owner when it does."""
+    """What a file is now: ``exists`` plus content, permission bits and owner when it does.
 
-    def __init__(self, path, exists=False, content=None, mode=None, uid=None, gid=None):
+    ``link`` is the target text when the path itself is a symbolic link (the content is then what the link leads to,
+    resolved inside the host root).  The collection reads through such a link but never writes through it.
+    """
+
+    def __init__(self, path, exists=False, content=None, mode=None, uid=None, gid=None, link=None):
         self.path = path
         self.exists = exists
         self.content = content
         self.mode = mode
         self.uid = uid
         self.gid = gid
+        self.link = link
 
     def as_dict(self):
         """Plain data for ``observed`` in module results (mode as an octal string, like ``stat``)."""
-        return {
+        out = {
             "path": self.path,
             "exists": self.exists,
             "mode": "%04o" % self.mode if self.mode is not None else None,
             "uid": self.uid,
             "gid": self.gid,
         }
+        if self.link is not None:
+            out["link"] = self.link
+        return out
 
 
 class FilePlan:
@@ -119,13 +131,18 @@ class FilePlan:
 
 
 def plan_file(observed, content, mode=0o644, uid=0, gid=0):
-    """Pure planner: desired ``content`` (None = file must be absent) against the ``observed`` FileState."""
+    """Pure planner: desired ``content`` (None = file must be absent) against the ``observed`` FileState.
+
+    A file the collection owns that is a symbolic link is refused (:class:`HostRootError`) whenever it would have
+    to change: writing through the link could reach any file (of the node, or outside ``host_root``), replacing it
+    would silently break whoever made it.  The message names the link and its target; check mode says the same.
+    """
     if content is not None and not isinstance(content, str):
         raise InputError("file content for %s must be text" % observed.path)
     if mode is None or not 0 <= mode <= 0o7777:
         raise InputError("file mode for %s must be between 0000 and 7777" % observed.path)
     if content is None:
-        kind = FilePlan.DELETE if observed.exists else None
+        kind = FilePlan.DELETE if observed.exists or observed.link is not None else None
     elif not observed.exists:
         kind = FilePlan.CREATE
     elif observed.content != content:
@@ -134,35 +151,47 @@ def plan_file(observed, content, mode=0o644, uid=0, gid=0):
         kind = FilePlan.ATTRS
     else:
         kind = None
+    if kind is not None and observed.link is not None:
+        raise HostRootError(
+            "%s is a symbolic link (to %s): the collection does not write, replace or delete through links; make it "
+            "a regular file or point the option at the file itself" % (observed.path, observed.link),
+            {"path": observed.path, "link": observed.link})
     return FilePlan(observed, kind, content, mode, uid, gid)
 
 
 def observe_file(host, node_path):
-    """Read the current state of ``node_path`` under ``host`` (a HostRoot)."""
-    local = host.path(node_path)
+    """Read the current state of ``node_path`` under ``host`` (a HostRoot), without following a link at it for
+    the metadata; a link's content is read through it (resolved inside the root)."""
     try:
-        info = os.lstat(local)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return FileState(node_path)
-        raise HostReadError("cannot stat %s: %s" % (node_path, os.strerror(exc.errno)), {"path": node_path}) from exc
+        info = host.stat(node_path, follow=False)
+    except HostReadError:
+        raise
+    if info is None:
+        return FileState(node_path)
+    link = None
     if stat.S_ISLNK(info.st_mode):
-        info = os.stat(local)
-    if not stat.S_ISREG(info.st_mode):
-        raise HostReadError("%s exists but is not a regular file" % node_path, {"path": node_path})
+        link = host.readlink(node_path)
+        info = host.stat(node_path)
+        if info is None:
+            return FileState(node_path, link=link)  # dangling
+    kind = file_kind(info.st_mode)
+    if kind:
+        raise HostReadError("%s exists but is %s, not a regular file" % (node_path, kind), {"path": node_path})
     content = host.read_text(node_path, default="")
-    return FileState(node_path, True, content, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid)
+    return FileState(node_path, True, content, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, link)
 
 
 def _same_state(left, right):
-    """True when two FileStates describe the same file (existence, content, mode, owner)."""
-    if left.exists != right.exists:
+    """True when two FileStates describe the same file (existence, content, mode, owner, link)."""
+    if left.exists != right.exists or left.link != right.link:
         return False
     return not left.exists or (left.content, left.mode, left.uid, left.gid) == (right.content, right.mode, right.uid, right.gid)
 
 
 def _holds_result(now, plan):
     """True when the file ``now`` already is what ``plan`` produces (another run applied the same change)."""
+    if now.link is not None:
+        return False
     if plan.kind == FilePlan.DELETE:
         return not now.exists
     if not now.exists or now.mode != plan.mode:
@@ -173,20 +202,23 @@ def _holds_result(now, plan):
 
 
 class DirectoryLock:
-    """An exclusive ``flock`` on a directory, waited for up to ``timeout`` seconds.
+    """An exclusive ``flock`` on a directory of the node, waited for up to ``timeout`` seconds.
 
-    Locking the directory instead of a lock file next to the edited file leaves nothing behind that the
-    node's tools could read as configuration (``*.conf`` globs, GRUB's ``*.cfg``), and serialises every edit
-    of this collection in that directory, across processes and across containers sharing the host's files.
+    The directory is opened through :meth:`HostRoot.open_dir` (no link swapped in later can redirect it) and every
+    change under the lock is made relative to that descriptor (``fd``).  Locking the directory instead of a lock
+    file next to the edited file leaves nothing behind that the node's tools could read as configuration
+    (``*.conf`` globs, GRUB's ``*.cfg``), and serialises every edit of this collection in that directory, across
+    processes and across containers sharing the host's files.
     """
 
-    def __init__(self, directory, timeout=None):
+    def __init__(self, host, directory, timeout=None):
+        self.host = host
         self.directory = directory
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
         self.fd = None
 
     def __enter__(self):
-        self.fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        self.fd = self.host.open_dir(self.directory)[0]
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -194,95 +226,156 @@ class DirectoryLock:
                 return self
             except (IOError, OSError) as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EINTR):
-                    os.close(self.fd)
-                    self.fd = None
+                    self._close()
                     raise
                 if time.monotonic() >= deadline:
-                    os.close(self.fd)
-                    self.fd = None
+                    self._close()
                     raise OSError(errno.ETIMEDOUT, "another run has held the lock on %s for %ss" % (self.directory, self.timeout))
             time.sleep(_LOCK_POLL)
+
+    def _close(self):
+        os.close(self.fd)
+        self.fd = None
 
     def __exit__(self, *exc_info):
         if self.fd is not None:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
             finally:
-                os.close(self.fd)
-                self.fd = None
+                self._close()
         return False
 
 
-def _backup_name(local_path):
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+_EXISTING = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
+
+
+def _backup_name(name):
     """Ansible's backup naming (``file.<pid>.<timestamp>~``), so operators find backups where they expect."""
-    return "%s.%s.%s~" % (local_path, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S"))
+    return "%s.%s.%s~" % (name, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S"))
 
 
-def _make_backup(local_path):
-    """Copy ``local_path`` to a new backup file that is 0600 and root's from its creation; returns its path."""
-    base = _backup_name(local_path)
+def _open_regular(dir_fd, name):
+    """An fd of the regular file ``name`` in ``dir_fd``: ELOOP for a link, EINVAL for anything but a file."""
+    fd = os.open(name, _EXISTING, dir_fd=dir_fd)
+    if file_kind(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "%s is not a regular file" % name)
+    return fd
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _make_backup(dir_fd, name):
+    """Copy ``name`` to a new backup file in the same directory, 0600 and root's from its creation; its name."""
+    base = _backup_name(name)
     for attempt in range(100):
         saved = base if attempt == 0 else "%s.%d~" % (base[:-1], attempt)
         try:
-            out = os.open(saved, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), BACKUP_MODE)
+            out = os.open(saved, _NEW, BACKUP_MODE, dir_fd=dir_fd)
             break
         except FileExistsError:
             continue
     else:
-        raise OSError(errno.EEXIST, "no free backup name for %s" % local_path)
+        raise OSError(errno.EEXIST, "no free backup name for %s" % name)
     try:
         os.fchmod(out, BACKUP_MODE)  # the umask may have narrowed it; never wider
         if os.geteuid() == 0:
             os.fchown(out, 0, 0)
-        with open(local_path, "rb") as source:
+        source = _open_regular(dir_fd, name)
+        try:
             while True:
-                chunk = source.read(1 << 16)
+                chunk = os.read(source, 1 << 16)
                 if not chunk:
                     break
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
+                _write_all(out, chunk)
+            info = os.fstat(source)
+        finally:
+            os.close(source)
         os.fsync(out)
-        info = os.stat(local_path)
         os.utime(out, ns=(info.st_atime_ns, info.st_mtime_ns))
     except BaseException:
         os.close(out)
-        os.unlink(saved)
+        os.unlink(saved, dir_fd=dir_fd)
         raise
     os.close(out)
     return saved
 
 
-def _write_atomically(local_path, content, mode, uid, gid):
-    """Write a temp file next to the target, fsync it, set mode/owner, then rename over the target."""
-    directory = os.path.dirname(local_path)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(local_path), suffix=".tmp", dir=directory)
+def _write_atomically(dir_fd, name, content, mode, uid, gid):
+    """Write a new temp file next to the target, fsync it, set mode/owner, then rename it over the target (the
+    rename replaces whatever entry is there, a link included, and never follows it)."""
+    tmp = ".%s.%s.tmp" % (name, binascii.hexlify(os.urandom(6)).decode("ascii"))
+    fd = os.open(tmp, _NEW, 0o600, dir_fd=dir_fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        if os.geteuid() == 0:
-            os.chown(tmp, uid, gid)
-        os.replace(tmp, local_path)
+        try:
+            _write_all(fd, content.encode("utf-8"))
+            os.fsync(fd)
+            os.fchmod(fd, mode)
+            if os.geteuid() == 0:
+                os.fchown(fd, uid, gid)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
         raise
-    dir_fd = os.open(directory, os.O_RDONLY)
+    os.fsync(dir_fd)
+
+
+def _set_attrs(dir_fd, name, mode, uid, gid):
+    fd = _open_regular(dir_fd, name)
     try:
-        os.fsync(dir_fd)
+        os.fchmod(fd, mode)
+        if os.geteuid() == 0:
+            os.fchown(fd, uid, gid)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
-def _put_back(saved, local, observed):
-    """Restore a backup over ``local`` with the original mode and owner."""
-    os.chmod(saved, observed.mode)
-    if os.geteuid() == 0:
-        os.chown(saved, observed.uid, observed.gid)
-    os.replace(saved, local)
+def _delete(dir_fd, name):
+    """Remove the regular file ``name`` (a link or anything else at the name is refused, never followed)."""
+    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EINVAL, "%s is not a regular file; not removed" % name)
+    os.unlink(name, dir_fd=dir_fd)
+
+
+def _put_back(dir_fd, saved, name, observed):
+    """Restore a backup over ``name`` with the original mode and owner."""
+    _set_attrs(dir_fd, saved, observed.mode, observed.uid, observed.gid)
+    os.replace(saved, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _make_dirs(host, directory):
+    """Create ``directory`` (a canonical node path) and its missing parents, each with ``mkdir`` relative to its
+    parent's descriptor; returns the node paths created, deepest first."""
+    parts = [p for p in directory.split("/") if p]
+    fd = host.open_dir("/")[0]
+    created = []
+    try:
+        here = ""
+        for part in parts:
+            here += "/" + part
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                created.append(here)
+            except FileExistsError:
+                pass
+            nxt = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    created.reverse()
+    return created
 
 
 class FileTransaction:
@@ -295,12 +388,6 @@ class FileTransaction:
         self.backups = {}
         self._undo = []
 
-    def _local(self, plan):
-        local = self.host.path(plan.path)
-        if plan.observed.exists:
-            local = os.path.realpath(local)
-        return local
-
     def apply(self, plan):
         """Apply one plan (no-op when unchanged).  Returns the backup path or None.
 
@@ -309,26 +396,20 @@ class FileTransaction:
         done at all)."""
         if not plan.changed:
             return None
-        local = self._local(plan)
-        directory = os.path.dirname(local)
-        if not os.path.isdir(directory):
-            missing = []
-            probe = directory
-            while probe and not os.path.isdir(probe):
-                missing.append(probe)
-                probe = os.path.dirname(probe)
-            os.makedirs(directory, 0o755)
-            plan.created_dirs = missing  # deepest first: what a rollback or revert removes again
+        directory, name = self.host.parent_and_name(plan.path)
+        if not self.host.isdir(directory):
+            plan.created_dirs = _make_dirs(self.host, directory)  # deepest first: what a rollback removes again
+            directory, name = self.host.parent_and_name(plan.path)
         try:
-            return self._apply_locked(plan, local, directory)
+            return self._apply_locked(plan, directory, name)
         except BaseException:
             if not any(entry[0] is plan for entry in self._undo):
-                _remove_created_dirs(plan)
+                _remove_created_dirs(self.host, plan)
             raise
 
-    def _apply_locked(self, plan, local, directory):
+    def _apply_locked(self, plan, directory, name):
         """The part of :meth:`apply` that runs under the directory lock."""
-        with DirectoryLock(directory, self.lock_timeout):
+        with DirectoryLock(self.host, directory, self.lock_timeout) as lock:
             now = observe_file(self.host, plan.path)
             if not _same_state(now, plan.observed):
                 if _holds_result(now, plan):
@@ -336,19 +417,18 @@ class FileTransaction:
                 raise ConflictError("%s changed on the node after this run read it (another run at the same time?); "
                                     "it was left as the other writer made it" % plan.path,
                                     {"path": plan.path, "conflict": True})
-            saved = _make_backup(local) if plan.observed.exists else None
-            self._undo.append((plan, local, saved))
+            saved = _make_backup(lock.fd, name) if plan.observed.exists else None
+            self._undo.append((plan, directory, name, saved))
             if plan.kind == FilePlan.DELETE:
-                os.unlink(local)
+                _delete(lock.fd, name)
             elif plan.kind == FilePlan.ATTRS:
-                os.chmod(local, plan.mode)
-                if os.geteuid() == 0:
-                    os.chown(local, plan.uid, plan.gid)
+                _set_attrs(lock.fd, name, plan.mode, plan.uid, plan.gid)
             else:
-                _write_atomically(local, plan.content, plan.mode, plan.uid, plan.gid)
+                _write_atomically(lock.fd, name, plan.content, plan.mode, plan.uid, plan.gid)
+        local = self.host.lexical(directory.rstrip("/") + "/" + saved) if saved else None
         if saved and self.backup:
-            self.backups[plan.path] = saved
-        return saved if self.backup else None
+            self.backups[plan.path] = local
+        return local if self.backup else None
 
     def apply_all(self, plans):
         """Apply every plan or none: any error rolls the finished ones back and raises ApplyError
@@ -356,10 +436,10 @@ class FileTransaction:
         try:
             for plan in plans:
                 self.apply(plan)
-        except (IOError, OSError, ConflictError) as exc:
+        except (IOError, OSError, ConflictError, HostReadError, HostRootError) as exc:
             failed = plan.path  # pylint: disable=undefined-loop-variable
             restored, unrestored = self.rollback()
-            if isinstance(exc, ConflictError):
+            if isinstance(exc, (ConflictError, HostReadError, HostRootError)):
                 reason, code = exc.msg, None
             else:
                 reason, code = "writing %s failed (%s)" % (failed, _describe(exc)), exc.errno
@@ -379,52 +459,73 @@ class FileTransaction:
         since) is not overwritten: it is reported as not restored."""
         restored, unrestored = [], []
         while self._undo:
-            plan, local, saved = self._undo.pop()
+            plan, directory, name, saved = self._undo.pop()
             try:
-                self._undo_one(plan, local, saved, restored, unrestored)
+                self._undo_one(plan, directory, name, saved, restored, unrestored)
             finally:
-                _remove_created_dirs(plan)
+                _remove_created_dirs(self.host, plan)
         self.backups = {}
         return restored, unrestored
 
-    def _undo_one(self, plan, local, saved, restored, unrestored):
+    def _undo_one(self, plan, directory, name, saved, restored, unrestored):
         """Rollback of one applied plan (see :meth:`rollback`): appends its path to ``restored`` or ``unrestored``."""
         try:
-            with DirectoryLock(os.path.dirname(local), self.lock_timeout):
+            with DirectoryLock(self.host, directory, self.lock_timeout) as lock:
                 now = observe_file(self.host, plan.path)
                 if _same_state(now, plan.observed):
                     # the step that failed had not replaced the file: nothing to undo
-                    if saved and os.path.exists(saved):
-                        os.unlink(saved)
+                    if saved:
+                        _unlink_quietly(lock.fd, saved)
                     return
                 partial_attrs = plan.kind == FilePlan.ATTRS and now.exists and now.content == plan.observed.content
                 if not (_holds_result(now, plan) or partial_attrs):
                     unrestored.append(plan.path)
                     return
                 if saved:
-                    _put_back(saved, local, plan.observed)
-                elif os.path.lexists(local):
-                    os.unlink(local)
+                    _put_back(lock.fd, saved, name, plan.observed)
+                elif now.exists:
+                    _delete(lock.fd, name)
             restored.append(plan.path)
-        except (IOError, OSError, HostReadError):
+        except (IOError, OSError, HostReadError, HostRootError):
             unrestored.append(plan.path)
 
     def commit(self):
         """Forget the undo log; drop backup copies that the caller did not ask to keep."""
         if not self.backup:
-            for dummy_plan, dummy_local, saved in self._undo:
-                if saved and os.path.exists(saved):
-                    os.unlink(saved)
+            for dummy_plan, directory, dummy_name, saved in self._undo:
+                if saved:
+                    try:
+                        fd = self.host.open_dir(directory)[0]
+                    except OSError:
+                        continue
+                    try:
+                        _unlink_quietly(fd, saved)
+                    finally:
+                        os.close(fd)
         self._undo = []
 
 
-def _remove_created_dirs(plan):
+def _unlink_quietly(dir_fd, name):
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def _remove_created_dirs(host, plan):
     """Remove the directories applying ``plan`` created, deepest first, as long as they are empty."""
     for directory in getattr(plan, "created_dirs", None) or []:
+        parent, name = host.parent_and_name(directory)
         try:
-            os.rmdir(directory)
+            fd = host.open_dir(parent)[0]
+        except (OSError, HostReadError):
+            break
+        try:
+            os.rmdir(name, dir_fd=fd)
         except OSError:
             break  # not empty (another file arrived) or already gone: keep it and its parents
+        finally:
+            os.close(fd)
     plan.created_dirs = []
 
 
@@ -460,7 +561,7 @@ def revert(host, plans, cause=None):
                          dict(exc.details, cause=cause)) from exc
     for plan in plans:
         if plan.changed and not plan.observed.exists:
-            _remove_created_dirs(plan)
+            _remove_created_dirs(host, plan)
     return [p.path for p in undo if p.changed]
 
 

@@ -77,10 +77,15 @@ def render_dropin(present, absent):
     return "\n".join(lines) + "\n"
 
 
-def evaluate_script(paths):
-    """A POSIX sh script that sources ``paths`` in order (``$1``...) and prints both command-line variables,
-    one per line, the way grub-mkconfig reads them.  Missing files are skipped like grub-mkconfig does."""
-    return ('for f in "$@"; do if [ -f "$f" ]; then . "$f"; fi; done; '
+def evaluate_script(paths=None):
+    """A POSIX sh script that sources its arguments in order and prints both command-line variables, one per
+    line, the way grub-mkconfig reads them.  An argument ``F:<node path>`` is a file, sourced when it exists (as
+    grub-mkconfig skips missing ones); ``T:<text>`` is a candidate content, evaluated in the file's place, so check
+    mode learns what a change would configure without writing anything anywhere.  ``paths`` is accepted for
+    callers of the older form and ignored: the arguments carry everything."""
+    del paths
+    return ('for a in "$@"; do case "$a" in F:*) f=${a#F:}; if [ -f "$f" ]; then . "$f"; fi;; '
+            'T:*) eval "${a#T:}";; esac; done; '
             'printf "%s\\n%s\\n" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"')
 
 

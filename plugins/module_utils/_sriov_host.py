@@ -24,7 +24,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, HostReadError, InputError, VerifyError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file
-from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot, check_name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
 
@@ -61,8 +61,7 @@ def resolve_pf(host, params):
     for option, base in (("netdev", SYS_NET), ("rdma_device", SYS_IB)):
         value = params.get(option)
         if value:
-            if "/" in value or value in (".", ".."):
-                raise InputError("%s %r is not a device name" % (option, value))
+            check_name(option, value, "netdev" if option == "netdev" else "rdma")
             path = host.resolve("%s/%s/device" % (base, value))
             if path is None:
                 raise InputError("%s: there is no %s %r on this node" % (

@@ -208,7 +208,6 @@ backup_files:
   type: dict
 """
 
-import glob
 import os
 import posixpath
 import re
@@ -219,7 +218,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, InputError, ParseError, VerifyError,
+    ApplyError, ConflictError, HostReadError, InputError, ParseError, VerifyError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
     FileTransaction,
@@ -331,10 +330,8 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
                 entry = entry if entry.startswith("/") else posixpath.join(posixpath.dirname(path), entry)
                 entry = posixpath.normpath(entry)
                 if any(c in entry for c in "*?["):
-                    local = self.host.path(entry)
-                    matches = sorted(glob.glob(local))
-                    for match in matches:
-                        visit(self.host.node_path(match) or match)
+                    for match in self.host.glob(entry):
+                        visit(match)
                 elif self.host.exists(entry):
                     visit(entry)
 
@@ -407,11 +404,13 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
         stat = self.host.try_attr("/proc/%d/stat" % pid)
         boot = None
         for line in (self.host.try_attr("/proc/stat") or "").splitlines():
-            if line.startswith("btime "):
+            if line.startswith("btime ") and line.split()[1:2] and line.split()[1].isdigit():
                 boot = int(line.split()[1])
         if not stat or boot is None:
             return None
-        fields = stat.rsplit(")", 1)[1].split()
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) < 20 or not fields[19].isdigit():
+            return None  # a malformed /proc/<pid>/stat line: the start time is unknown, not a traceback
         return boot + int(fields[19]) / float(os.sysconf("SC_CLK_TCK"))
 
     def wait_active(self, timeout):
@@ -433,9 +432,10 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
 
 def _mtime(host, path):
     try:
-        return os.stat(host.path(path)).st_mtime
-    except OSError:
+        info = host.stat(path)
+    except HostReadError:
         return None
+    return info.st_mtime if info is not None else None
 
 
 def plan(module, node, want, result):

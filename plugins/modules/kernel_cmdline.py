@@ -256,51 +256,36 @@ class GrubFiles:
         self.mode = mode
         self.dropin = module.params["dropin"]
 
-    def _sources(self, dropin_local=None):
-        """Files grub-mkconfig sources, in its order; ``dropin_local`` replaces our drop-in's content."""
-        paths = [self.host.path(GRUB_DEFAULTS)]
+    def _sources(self, dropin_content=None, defaults_content=None):
+        """What grub-mkconfig sources, in its order, as ``F:<node path>`` (a file) or ``T:<text>`` (a candidate
+        content standing in for our drop-in or /etc/default/grub)."""
+        sources = ["T:" + defaults_content if defaults_content is not None else "F:" + GRUB_DEFAULTS]
         names = sorted(n for n in self.host.listdir(GRUB_DEFAULTS_DIR) if n.endswith(".cfg"))
         ours = os.path.basename(self.dropin) if os.path.dirname(self.dropin) == GRUB_DEFAULTS_DIR else None
-        if dropin_local is not None and ours and ours not in names:
+        if dropin_content is not None and ours and ours not in names:
             names = sorted(names + [ours])
         for name in names:
-            local = self.host.path(GRUB_DEFAULTS_DIR + "/" + name)
-            if name == ours and dropin_local is not None:
-                local = dropin_local
-            paths.append(local)
-        return paths
+            if name == ours and dropin_content is not None:
+                sources.append("T:" + dropin_content)
+            else:
+                sources.append("F:" + GRUB_DEFAULTS_DIR + "/" + name)
+        return sources
 
     def evaluate(self, dropin_content=None, defaults_content=None):
         """What the GRUB defaults configure, learned by sourcing them with sh like grub-mkconfig.
 
-        Candidate contents (check mode, or before writing) are evaluated from a private temporary file, so
-        nothing under /etc is touched to find out what a change would do.
+        The shell runs chrooted into ``host_root`` with a clean environment and a timeout (the defaults are shell
+        code of the node: they must see the node's files, never the auditing machine's).  Candidate contents
+        (check mode, or before writing) are handed to it as arguments, so nothing is written to find out what a
+        change would do.
         """
-        temp_files = []
-        try:
-            dropin_local = None
-            if dropin_content is not None:
-                dropin_local = self._temp(dropin_content, temp_files)
-            paths = self._sources(dropin_local)
-            if defaults_content is not None:
-                paths[0] = self._temp(defaults_content, temp_files)
-            shell = self.module.get_bin_path("sh", required=True)
-            rc, out, err = self.module.run_command([shell, "-c", _grub.evaluate_script(paths), "sh"] + paths,
-                                                   environ_update={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-            if rc != 0:
-                raise ApplyError("sourcing the GRUB defaults (%s) failed: %s" % (", ".join(paths), err.strip()),
-                                 {"rc": rc, "stderr": err})
-            return _grub.parse_evaluation(out)
-        finally:
-            for path in temp_files:
-                os.unlink(path)
-
-    def _temp(self, content, temp_files):
-        path = os.path.join(self.module.tmpdir, "rdma-k8s-node-grub-%d.cfg" % len(temp_files))
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        temp_files.append(path)
-        return path
+        sources = self._sources(dropin_content, defaults_content)
+        rc, out, err = self.commands.run(["/bin/sh", "-c", _grub.evaluate_script(), "sh"] + sources, timeout=60)
+        if rc != 0:
+            raise ApplyError("sourcing the GRUB defaults (%s) failed (rc=%s): %s" % (
+                ", ".join(src[2:] if src.startswith("F:") else "a candidate" for src in sources), rc, err.strip()),
+                {"rc": rc, "stderr": err})
+        return _grub.parse_evaluation(out)
 
     def plan(self, present, absent, result):
         """File plans for the request, plus what the next boot is configured to get before and after."""

@@ -199,8 +199,6 @@ diff:
 """
 
 import json
-import os
-import shutil
 import time
 import traceback
 from urllib.parse import urlsplit
@@ -210,7 +208,7 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, InputError, ParseError,
+    ApplyError, InputError, ParseError, RdmaNodeError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
     FileTransaction,
@@ -462,15 +460,14 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
                              {"rc": rc, "stderr": err}, result.as_dict())
         try:
             for path in stale_states:
-                local = host.path(path)
-                if os.path.exists(local):
-                    shutil.move(local, local + ROLLBACK_SUFFIX)
+                if host.stat(path, follow=False) is not None:
+                    host.rename(path, path + ROLLBACK_SUFFIX)
                     saved_states.append(path)
                     result.extra["removed_state_files"].append(path)
-        except (IOError, OSError) as exc:
+        except (IOError, OSError, RdmaNodeError) as exc:
             raise ApplyError("moving %s aside failed (%s); %s" % (
-                path, exc.strerror or exc, _undo_states(node, host, saved_states, "nothing was changed")),  # pylint: disable=undefined-loop-variable
-                {"errno": exc.errno}, result.as_dict()) from exc
+                path, getattr(exc, "strerror", None) or exc, _undo_states(node, host, saved_states, "nothing was changed")),  # pylint: disable=undefined-loop-variable
+                {"errno": getattr(exc, "errno", None)}, result.as_dict()) from exc
     try:
         backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
     except ApplyError as exc:
@@ -499,9 +496,9 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
                  "healthy_after_rollback": back}, result.as_dict())
         for path in saved_states:
             try:
-                os.unlink(host.path(path) + ROLLBACK_SUFFIX)
-            except OSError as exc:
-                module.warn("could not remove the saved copy %s%s: %s" % (path, ROLLBACK_SUFFIX, exc.strerror or exc))
+                host.unlink(path + ROLLBACK_SUFFIX)
+            except (OSError, RdmaNodeError) as exc:
+                module.warn("could not remove the saved copy %s%s: %s" % (path, ROLLBACK_SUFFIX, getattr(exc, "strerror", None) or exc))
     return result.as_dict(with_diff=module._diff)
 
 
@@ -512,10 +509,9 @@ def _restore_states(host, saved):
     """Put moved-aside state files back; returns the ones that could not be."""
     failed = []
     for path in saved:
-        local = host.path(path)
         try:
-            os.replace(local + ROLLBACK_SUFFIX, local)
-        except OSError:
+            host.rename(path + ROLLBACK_SUFFIX, path)
+        except (OSError, RdmaNodeError):
             failed.append(path)
     return failed
 

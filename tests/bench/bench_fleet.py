@@ -81,10 +81,12 @@ def render_template(archetype: str, directory: pathlib.Path) -> pathlib.Path:
 def build_fleet(workdir: pathlib.Path, archetype: str, count: int, roots: str = "assembled") -> list[pathlib.Path]:
     """``count`` host roots under ``workdir/nodes`` (existing ones are reused), one per inventory host.
 
-    ``assembled``: a directory per host with its own ``etc/`` and ``sys``/``proc`` symlinks to the rendered tree
-    (HostRoot maps paths through such top-level links; tests/unit/plugins/modules/simnode.py builds roots the
-    same way).  ``hardlink``: ``cp -al`` of the tree per host (every host has its own directory entries).
+    ``assembled``: a directory per host with its own ``etc/`` and ``sys``/``proc`` bind mounts of the rendered tree
+    (hwsim/bind.py, in this process's private mount namespace: the collection resolves host_root as a chroot, so
+    links would not do; tests/unit/plugins/modules/simnode.py builds roots the same way).  ``hardlink``: ``cp -al`` of the tree per host (every host has its own directory entries).
     """
+    import hwsim.bind  # pylint: disable=import-outside-toplevel
+
     tree = render_template(archetype, workdir)
     nodes = workdir / ("nodes-%s-%s" % (archetype, roots))
     nodes.mkdir(parents=True, exist_ok=True)
@@ -93,13 +95,17 @@ def build_fleet(workdir: pathlib.Path, archetype: str, count: int, roots: str = 
     for index in range(count):
         root = nodes / host_name(index)
         out.append(root)
-        if (root / "sys").exists():
-            continue
         if roots == "assembled":
             (root / "etc").mkdir(parents=True, exist_ok=True)
             for name in ("sys", "proc"):
-                os.symlink(str(tree / name), str(root / name))
-        elif roots == "hardlink":
+                if (root / name).is_symlink():  # a root assembled by an older bench: links no longer do
+                    (root / name).unlink()
+                if not hwsim.bind.is_mount(root / name):
+                    hwsim.bind.bind(tree / name, root / name)
+            continue
+        if (root / "sys").exists():
+            continue
+        if roots == "hardlink":
             pending.append(root)
         else:
             raise ValueError("roots must be assembled or hardlink, got %r" % (roots,))
@@ -318,6 +324,7 @@ def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | N
     """Provision one FUSE-simulated node, then time the second (no-op) run of the same playbook (modules run by
     ``python``)."""
     import hwsim  # pylint: disable=import-outside-toplevel
+    import hwsim.bind  # pylint: disable=import-outside-toplevel
 
     reason = hwsim.fuse_available()
     if reason:
@@ -342,9 +349,8 @@ def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | N
     shims = timed_shims(run_dir / "shims", shim_log)
     env = ansible_env(workdir, config, {"PATH": "%s:%s" % (shims, os.environ.get("PATH", "")),
                                         "HWSIM_ROOT": str(mnt), "HWSIM_REAL_SYSCTL": str(recorder)})
-    with hwsim.mounted(archetype, mnt, etc=etc) as mount:
-        for name in ("sys", "proc"):
-            os.symlink(str(mnt / name), str(root / name))
+    with hwsim.mounted(archetype, mnt, etc=etc) as mount, \
+            hwsim.bind.Assembled(root, {"sys": mnt / "sys", "proc": mnt / "proc"}):
         install_boot_tools(root)
         pfs = sriov_pfs(root, vfs)
         inventory = write_inventory(run_dir / "inventory.yml", [root], interpreter, {
@@ -520,6 +526,11 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                         help="interpreter of the simulated nodes' modules in every run (default: "
                              "/usr/bin/python3, a node's own Python; 'controller' = this venv's)")
     args = parser.parse_args(argv)
+    if args.roots == "assembled":
+        import hwsim.bind  # pylint: disable=import-outside-toplevel
+        reason = hwsim.bind.available()  # the hosts' bind mounts live and die with this process
+        if reason:
+            parser.error("--roots assembled: %s (use --roots hardlink)" % reason)
 
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     only = set(s.strip() for s in args.only.split(",") if s.strip())

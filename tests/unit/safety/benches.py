@@ -98,8 +98,10 @@ def fake_update_grub(root):
     """grub-mkconfig in miniature: source the defaults like it does, write a normal and a recovery entry."""
     script = ('. ./etc/default/grub; for f in ./etc/default/grub.d/*.cfg; do [ -e "$f" ] && . "$f"; done; '
               'printf "%s\\n%s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"')
-    linux, default = subprocess.run(["/bin/sh", "-c", script], cwd=root, check=True, capture_output=True, text=True,
-                                    env={}).stdout.split("\n")
+    proc = subprocess.run(["/bin/sh", "-c", script], cwd=root, check=False, capture_output=True, text=True, env={})
+    if proc.returncode != 0:  # as grub-mkconfig fails when the defaults cannot be sourced
+        return proc.returncode, "", proc.stderr
+    linux, default = proc.stdout.split("\n")
     (root / "boot/grub/grub.cfg").write_text(
         "menuentry 'Debian GNU/Linux' {\n\tlinux\t%s root=UUID=abcd ro %s %s\n}\n"
         "menuentry 'Debian GNU/Linux (recovery mode)' {\n\tlinux\t%s root=UUID=abcd ro single %s\n}\n"

@@ -34,8 +34,9 @@ import tomllib
 from ansible.module_utils import basic
 
 import hwsim
+import hwsim.bind
 
-from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module
+from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module, sh_outside_root, unwrap_node_command
 from unit.plugins.modules.simnode import SHIMS
 
 PROBE_COUNT = 10 ** 9
@@ -269,10 +270,7 @@ class FakeTools:
         if isinstance(args, (str, bytes)) or kwargs.get("use_unsafe_shell"):
             self.unsafe.append(args)
         argv = [str(a) for a in (args if not isinstance(args, (str, bytes)) else str(args).split())]
-        chrooted = os.path.basename(argv[0]) == "chroot"
-        if chrooted:
-            assert argv[1] == self.root, "commands must run inside host_root, got chroot %s" % argv[1]
-            argv = argv[2:]
+        argv, chrooted = unwrap_node_command(argv, self.root)
         name = os.path.basename(argv[0])
         self.calls.append([name] + argv[1:])
         for fault in self.faults:
@@ -282,6 +280,8 @@ class FakeTools:
         handler = self.handlers.get(name)
         if handler is not None:
             return handler([name] + argv[1:])
+        if chrooted and argv[:2] == ["/bin/sh", "-c"]:
+            return sh_outside_root(argv, self.root)
         if chrooted:
             raise AssertionError("unexpected command inside host_root: %s" % argv)
         if os.path.dirname(os.path.realpath(argv[0])) == _SHIMS_REAL and kwargs.get("data") is None:
@@ -367,6 +367,13 @@ class FileFaults:
                 strike("create", os.path.join(dir, prefix + "XXXXXX" + (suffix or "")))
             return real_mkstemp(suffix=suffix, prefix=prefix, dir=dir, text=text)
 
+        def full(path, dir_fd):
+            """The path a ``*at()`` call names: ``name`` relative to ``dir_fd`` as an absolute path."""
+            path = os.fsdecode(path)
+            if dir_fd is None or path.startswith("/"):
+                return path
+            return os.path.join(os.readlink("/proc/self/fd/%d" % dir_fd), path)
+
         def fsync(fd):
             if FILE_FAULTS:
                 try:
@@ -378,11 +385,12 @@ class FileFaults:
             return real["fsync"](fd)
 
         def replace(src, dst, *args, **kwargs):
-            strike("replace", dst)
+            strike("replace", full(dst, kwargs.get("dst_dir_fd")))
             return real["replace"](src, dst, *args, **kwargs)
 
         def rename(src, dst, *args, **kwargs):
-            strike("replace", dst)
+            strike("move", full(src, kwargs.get("src_dir_fd")))  # HostRoot.rename: moving a state file aside
+            strike("replace", full(dst, kwargs.get("dst_dir_fd")))
             return real["rename"](src, dst, *args, **kwargs)
 
         real_move = shutil.move
@@ -393,12 +401,14 @@ class FileFaults:
 
         def open_(path, flags, *args, **kwargs):
             if isinstance(path, (str, bytes, os.PathLike)) and flags & os.O_CREAT and flags & os.O_EXCL:
-                strike("backup", os.fsdecode(path))
+                named = full(path, kwargs.get("dir_fd"))
+                strike("create", named)  # the temp file of an atomic replace (.<name>.<random>.tmp)
+                strike("backup", named)
             return real["open"](path, flags, *args, **kwargs)
 
         def unlink(path, *args, **kwargs):
             if isinstance(path, (str, bytes, os.PathLike)):
-                strike("delete", os.fsdecode(path))
+                strike("delete", full(path, kwargs.get("dir_fd")))
             return real["unlink"](path, *args, **kwargs)
 
         replace.safety_hook = True
@@ -668,12 +678,16 @@ class SimNodeBench(Bench):
             (self.etc / directory).mkdir(parents=True, exist_ok=True)
         self.mnt = self.tmp / "mnt"
         self.mnt.mkdir()
+        reason = hwsim.bind.available()
+        if reason:
+            import pytest  # pylint: disable=import-outside-toplevel
+            pytest.skip(reason)
         self._stack = contextlib.ExitStack()
         self.mount = self._stack.enter_context(hwsim.mounted(self.spec, self.mnt, etc=self.etc))
-        self.root.mkdir()
-        for name in ("sys", "proc"):
-            os.symlink(str(self.mnt / name), str(self.root / name))
-        os.symlink(str(self.etc), str(self.root / "etc"))
+        # bind mounts, as a pod sees /host (the collection resolves paths as in a chroot at the root); closed
+        # before the FUSE mount they hold
+        self._stack.enter_context(hwsim.bind.Assembled(
+            self.root, {"sys": self.mnt / "sys", "proc": self.mnt / "proc", "etc": self.etc}))
         (self.root / "usr/sbin").mkdir(parents=True)
         recorder = self.tmp / "real-sysctl"
         self.real_sysctl_log = self.tmp / "real-sysctl.log"

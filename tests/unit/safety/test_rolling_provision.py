@@ -43,6 +43,8 @@ import time
 import pytest
 import yaml
 
+import hwsim.bind
+
 from unit.safety.nodes import snapshot, tree_diff
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -171,9 +173,9 @@ class Fleet:
 
     def make_node(self, root, tree, template):
         """The node's own proc (live sysctls), GRUB files, /bin/sh and update-grub (hard links to the first node's)."""
-        if (root / "proc").is_symlink():
-            os.unlink(root / "proc")
-            shutil.copytree(tree / "proc", root / "proc", symlinks=True)
+        if hwsim.bind.is_mount(root / "proc"):  # the node's own proc (live sysctls) instead of the shared tree's
+            hwsim.bind.unbind(root / "proc")
+            shutil.copytree(tree / "proc", root / "proc", symlinks=True, dirs_exist_ok=True)
         for sub in ("default/grub.d", "modprobe.d", "sysctl.d"):
             (root / "etc" / sub).mkdir(parents=True, exist_ok=True)
         (root / "etc" / "default" / "grub").write_text(bench_fleet.GRUB_DEFAULTS, encoding="utf-8")

@@ -16,6 +16,7 @@ import time
 import pytest
 import yaml
 
+from bench import bench_fleet
 from unit.safety.benches import ContainerdBench, GrubBench, KubeletBench, SysctlBench
 from unit.safety.nodes import snapshot
 
@@ -241,6 +242,7 @@ def test_concurrent_runs_on_one_node_lose_no_edit(tmp_path):
     (root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro\n")
     grub = root / "etc/default/grub"
     grub.write_text('# operator comment\nGRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX=""\nGRUB_TIMEOUT=5\n')
+    bench_fleet.install_boot_tools(root)  # the GRUB defaults are sourced by /bin/sh chrooted into the node
     ctx = multiprocessing.get_context("fork")
     outcomes = []
     for round_ in range(6):

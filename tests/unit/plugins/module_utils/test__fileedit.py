@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, HostReadError, InputError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, HostReadError, HostRootError, InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
     DirectoryLock, FilePlan, FileState, FileTransaction, observe_file, plan_file, revert,
 )
@@ -119,14 +119,52 @@ def test_delete_then_rollback_restores(tmp_path):
     assert (tmp_path / "etc/a.conf").read_text() == "keep\n"
 
 
-def test_symlinked_target_is_written_through(tmp_path):
+def test_symlinked_target_is_read_through_but_never_written_through(tmp_path):
+    """An owned file that is a link: its content is read (inside the root), but any change is refused in the
+    planner (so check mode says so too) and nothing is written, replaced or deleted."""
     host = HostRoot(str(tmp_path))
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc/real.conf").write_text("a\n")
     os.symlink("real.conf", tmp_path / "etc/link.conf")
-    FileTransaction(host).apply_all([plan_file(observe_file(host, "/etc/link.conf"), "b\n", 0o644, UID, GID)])
-    assert os.path.islink(tmp_path / "etc/link.conf")
-    assert (tmp_path / "etc/real.conf").read_text() == "b\n"
+    observed = observe_file(host, "/etc/link.conf")
+    assert observed.exists and observed.content == "a\n" and observed.link == "real.conf"
+    assert plan_file(observed, "a\n", observed.mode, observed.uid, observed.gid).kind is None
+    for content in ("b\n", None):
+        with pytest.raises(HostRootError, match="link.conf is a symbolic link \\(to real.conf\\)"):
+            plan_file(observed, content, 0o644, UID, GID)
+    assert os.readlink(tmp_path / "etc/link.conf") == "real.conf"
+    assert (tmp_path / "etc/real.conf").read_text() == "a\n"
+
+
+def test_a_link_swapped_in_after_planning_is_not_written_through(tmp_path):
+    """Plan against a regular file, then an attacker replaces it with a link to a file outside the root: the
+    transaction sees a conflict under the lock and writes nothing anywhere."""
+    outside = tmp_path / "outside"
+    outside.write_text("sentinel\n")
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/a.conf").write_text("old\n")
+    host = HostRoot(str(root))
+    plan = plan_file(observe_file(host, "/etc/a.conf"), "new\n", 0o644, UID, GID)
+    (root / "etc/a.conf").unlink()
+    os.symlink(str(outside), root / "etc/a.conf")
+    with pytest.raises(ApplyError, match="changed on the node"):
+        FileTransaction(host).apply_all([plan])
+    assert outside.read_text() == "sentinel\n"
+    assert os.readlink(root / "etc/a.conf") == str(outside)
+
+
+def test_a_linked_parent_directory_resolves_inside_the_root(tmp_path):
+    """/etc/modprobe.d -> /opt/conf (absolute, as the node sees it): the write lands in root/opt/conf, never in the
+    machine's /opt/conf."""
+    root = tmp_path / "root"
+    (root / "opt/conf").mkdir(parents=True)
+    (root / "etc").mkdir()
+    os.symlink("/opt/conf", root / "etc/modprobe.d")
+    host = HostRoot(str(root))
+    FileTransaction(host).apply_all([plan_file(observe_file(host, "/etc/modprobe.d/x.conf"), "y\n", 0o644, UID, GID)])
+    assert (root / "opt/conf/x.conf").read_text() == "y\n"
+    assert not os.path.exists("/opt/conf/x.conf")
 
 
 def test_directory_in_place_of_file_is_refused(tmp_path):
@@ -223,7 +261,7 @@ def test_revert_failure_names_the_first_cause_and_the_file(tmp_path, monkeypatch
     real_replace = os.replace
 
     def failing_replace(src, dst, *args, **kwargs):
-        if str(dst).endswith("/etc/a.conf"):
+        if str(dst) == "a.conf" or str(dst).endswith("/etc/a.conf"):
             raise OSError(28, "No space left on device")
         return real_replace(src, dst, *args, **kwargs)
 
@@ -239,12 +277,12 @@ def test_revert_failure_names_the_first_cause_and_the_file(tmp_path, monkeypatch
 def test_a_held_directory_lock_times_out_with_a_clear_message(tmp_path):
     host = _etc(tmp_path)
     plan = plan_file(observe_file(host, "/etc/a.conf"), "new\n", 0o644, UID, GID)
-    with DirectoryLock(str(tmp_path / "etc")):
+    with DirectoryLock(host, "/etc"):
         child = subprocess.run(
             [sys.executable, "-c", _CHILD_TXN, str(tmp_path)], capture_output=True, text=True, check=False,
             env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert child.returncode == 3, child.stderr
-    assert "another run has held the lock on %s/etc for 0.3s" % tmp_path in child.stdout
+    assert "another run has held the lock on /etc for 0.3s" in child.stdout
     assert (tmp_path / "etc/a.conf").read_text() == "old\n"
     FileTransaction(host).apply_all([plan])  # released: the same edit goes through
     assert (tmp_path / "etc/a.conf").read_text() == "new\n"

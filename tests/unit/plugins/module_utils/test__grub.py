@@ -15,7 +15,7 @@ def run_sh(*texts, cwd=None):
         path = cwd / ("%02d.cfg" % number)
         path.write_text(text)
         paths.append(str(path))
-    out = subprocess.run(["/bin/sh", "-c", _grub.evaluate_script(paths), "sh"] + paths,
+    out = subprocess.run(["/bin/sh", "-c", _grub.evaluate_script(), "sh"] + ["F:" + p for p in paths],
                          check=True, capture_output=True, text=True, env={}).stdout
     return _grub.parse_evaluation(out)
 
@@ -125,3 +125,15 @@ def test_grub_cfg_linux_lines():
     lines = _grub.grub_cfg_linux_lines(cfg)
     assert lines[0] == {"kernel": "/boot/vmlinuz-6.1.0-28-amd64", "args": ["root=UUID=1", "ro", "iommu=pt", "quiet"]}
     assert lines[1]["args"] == ["ro", "single"]
+
+
+def test_candidate_text_is_evaluated_in_place_of_its_file(tmp_path):
+    """``T:<text>`` stands for a file's future content (check mode writes nothing): it is evaluated at its place in
+    the order, so a later file still overrides it, and a missing ``F:`` file is skipped like grub-mkconfig does."""
+    later = tmp_path / "later.cfg"
+    later.write_text('GRUB_CMDLINE_LINUX_DEFAULT="later"\n')
+    args = ['T:GRUB_CMDLINE_LINUX="iommu=pt"\nGRUB_CMDLINE_LINUX_DEFAULT="cand"', "F:" + str(tmp_path / "missing.cfg"),
+            "F:" + str(later)]
+    out = subprocess.run(["/bin/sh", "-c", _grub.evaluate_script(), "sh"] + args,
+                         check=True, capture_output=True, text=True, env={}).stdout
+    assert _grub.parse_evaluation(out) == {"GRUB_CMDLINE_LINUX": "iommu=pt", "GRUB_CMDLINE_LINUX_DEFAULT": "later"}

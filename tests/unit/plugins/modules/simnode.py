@@ -1,6 +1,6 @@
 """A simulated node for module tests: the hwsim FUSE mount seen through an assembled host root.
 
-``root/sys`` and ``root/proc`` are the simulator's, ``root/etc`` a real directory the simulator also reads
+``root/sys`` and ``root/proc`` are the simulator's (bind mounts, hwsim/bind.py), ``root/etc`` a real directory the simulator also reads
 at power-on (modprobe.d, modules-load.d), and the command shims (``rdma``, ``ip``, ``modprobe`` ...) come first
 on PATH, talking to the same simulated kernel.  The module under test runs unchanged with ``host_root=root``.
 """
@@ -12,6 +12,7 @@ import pathlib
 import pytest
 
 import hwsim
+import hwsim.bind
 
 SHIMS = pathlib.Path(hwsim.__file__).resolve().parent / "shims"
 
@@ -42,14 +43,14 @@ def sim_node(spec, tmp_path, monkeypatch):
     etc = tmp_path / "etc"
     for directory in ("modprobe.d", "modules-load.d", "sysctl.d"):
         (etc / directory).mkdir(parents=True, exist_ok=True)
+    reason = hwsim.bind.available()
+    if reason:
+        pytest.skip(reason)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     with hwsim.mounted(spec, mnt, etc=etc) as mount:
-        root = tmp_path / "root"
-        root.mkdir()
-        for name in ("sys", "proc"):
-            os.symlink(str(mnt / name), str(root / name))
-        os.symlink(str(etc), str(root / "etc"))
-        monkeypatch.setenv("PATH", "%s:%s" % (SHIMS, os.environ.get("PATH", "")))
-        monkeypatch.setenv("HWSIM_ROOT", str(mnt))
-        yield SimNode(root, mount, etc)
+        # bind mounts, as a pod sees /host: the collection resolves paths as in a chroot at the root
+        with hwsim.bind.Assembled(tmp_path / "root", {"sys": mnt / "sys", "proc": mnt / "proc", "etc": etc}) as view:
+            monkeypatch.setenv("PATH", "%s:%s" % (SHIMS, os.environ.get("PATH", "")))
+            monkeypatch.setenv("HWSIM_ROOT", str(mnt))
+            yield SimNode(view.root, mount, etc)

@@ -16,7 +16,7 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.rdma.k8s_node.plugins.modules import kernel_cmdline
-from unit.plugins.modules.harness import ModuleFail, run_module
+from unit.plugins.modules.harness import ModuleFail, run_module, sh_outside_root, unwrap_node_command
 
 DROPIN = "etc/default/grub.d/99-rdma-k8s-node.cfg"
 KERNEL = "/boot/vmlinuz-6.1.0-28-amd64"
@@ -96,10 +96,10 @@ def node(tmp_path, monkeypatch):
     calls = []
 
     def run_command(self, args, *pos, **kwargs):
-        argv = list(args)
-        if os.path.basename(argv[0]) == "chroot":
-            assert argv[1] == str(root), "commands must run inside host_root"
-            argv = argv[2:]
+        argv, chrooted = unwrap_node_command(list(args), root)
+        if chrooted and argv[:2] == ["/bin/sh", "-c"]:
+            return sh_outside_root(argv, root)
+        if chrooted:
             calls.append(argv)
             if argv[0] == "update-grub":
                 return fake_update_grub(root)

@@ -207,7 +207,8 @@ def ib_sysfs(tmp_path):
         (pci / "net" / name / "dev_port").write_text(dev_port + "\n")
     (pci / "numa_node").write_text("1\n")
     (pci / "local_cpulist").write_text("28-55,84-111\n")
-    (root / "sys/class/infiniband/mlx5_0/device").symlink_to(pci)
+    link = root / "sys/class/infiniband/mlx5_0/device"
+    link.symlink_to(os.path.relpath(pci, link.parent))  # relative, as sysfs makes it
     net = root / "sys/class/net/ib0"
     net.mkdir(parents=True)
     (net / "operstate").write_text("up\n")
