@@ -261,10 +261,13 @@ nccl:
 """
 
 import fcntl
+import hashlib
+import json
 import os
 import re
 import signal
 import socket
+import stat
 import struct
 import time
 
@@ -272,7 +275,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _perftest
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
-from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot, check_name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
 JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
@@ -294,6 +297,64 @@ def _alive(pid):
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (IOError, OSError, IndexError):
         return False
+
+
+def identity(pid):
+    """``{"start": ticks since boot, "cmdline": sha256}`` of a running process, or None when it is gone or its
+    /proc entry is not what a process has: what a pid file is checked against before anything is signalled."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            text = handle.read(4096).decode("ascii", "replace")
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            cmdline = handle.read(1 << 20)
+    except (IOError, OSError):
+        return None
+    fields = text.rsplit(")", 1)[-1].split()
+    if len(fields) < 20 or not fields[19].isdigit() or fields[0] == "Z":
+        return None
+    return {"start": int(fields[19]), "cmdline": hashlib.sha256(cmdline).hexdigest()}
+
+
+def write_pid_file(path, pid):
+    """The pid with the process's identity, in a new file (a link or anything else at the name is replaced,
+    never written through)."""
+    record = dict(identity(pid) or {}, pid=pid)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_pid_file(path):
+    """``(pid, why not)``: the pid of a job this module started, when /proc still shows that very process (same
+    start time, same command line); otherwise None and the reason.  A pid file alone is never trusted: the pid
+    may have been reused by another process, or the file written by someone else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (IOError, OSError) as exc:
+        return None, "its pid file cannot be read (%s)" % (exc.strerror or exc)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "its pid file is not a regular file"
+        text = os.read(fd, 4096).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+    try:
+        record = json.loads(text)
+        pid = record["pid"]
+        if not (isinstance(pid, int) and 1 < pid < 1 << 22 and set(record) == {"pid", "start", "cmdline"}):
+            raise ValueError(text)
+    except (ValueError, KeyError, TypeError):
+        return None, "its pid file does not hold a job record of this module"
+    now = identity(pid)
+    if now is None:
+        return None, "process %d has exited" % pid
+    if now != {"start": record["start"], "cmdline": record["cmdline"]}:
+        return None, "pid %d now belongs to another process (not signalled)" % pid
+    return pid, None
 
 
 def kill_group(pid):
@@ -363,11 +424,30 @@ def port_in_use(module, job):
     return listening(os.getpid(), job["tcp_port"])
 
 
+def read_job_file(path, limit=1 << 22):
+    """A job's log as text (the last ``limit`` bytes at most); never through a link, never blocking on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "%s is not a regular file" % path)
+        size = os.fstat(fd).st_size
+        if size > limit:
+            os.lseek(fd, size - limit, os.SEEK_SET)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
 def banner(path):
     """True when perftest's server printed that it waits for its client."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "Waiting for client" in handle.read()
+        return "Waiting for client" in read_job_file(path)
     except (IOError, OSError):
         return False
 
@@ -581,6 +661,19 @@ def _pinned(module, job, argv):
     return [module.get_bin_path("taskset", required=True), "-c", job["cpus"]] + argv
 
 
+def own_run_dir(path):
+    """Create ``run_dir`` (0700) or check that it is this user's private directory: a link, another owner or a
+    directory others can write are refused, because job files there are created, truncated and removed."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except (IOError, OSError) as exc:
+        raise InputError("run_dir %s cannot be created (%s)" % (path, exc.strerror or exc)) from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise InputError("run_dir %s is not a private directory of this user (a link, another owner, or writable "
+                         "by others): pick another run_dir or fix its owner and mode" % path)
+
+
 def _files(params, job_id):
     base = os.path.join(params["run_dir"], job_id)
     return base + ".pid", base + ".log"
@@ -590,7 +683,7 @@ def do_server(module, params, result):
     binary = _perftest_path(module, params)
     timeout_cmd = module.get_bin_path("timeout", required=True)
     jobs = []
-    os.makedirs(params["run_dir"], mode=0o700, exist_ok=True)
+    own_run_dir(params["run_dir"])
     started = []
     for job in params["jobs"]:
         problem = job_problem("server", job)
@@ -613,10 +706,9 @@ def do_server(module, params, result):
         # detached (its own session), output to the log; GNU timeout ends it even if nobody calls stop
         pid = os.posix_spawn(argv[0], argv, dict(os.environ, LC_ALL="C"), setsid=True, file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+            (os.POSIX_SPAWN_OPEN, 1, log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
             (os.POSIX_SPAWN_DUP2, 1, 2)])
-        with open(pid_file, "w", encoding="ascii") as handle:
-            handle.write("%d\n" % pid)
+        write_pid_file(pid_file, pid)
         result.add(action("start", job["id"], argv=argv, pid=pid))
         started.append((job, pid))
     deadline = time.time() + params["start_timeout"]
@@ -674,17 +766,20 @@ def do_stop(module, params, result):  # pylint: disable=unused-argument
     for job in params["jobs"]:
         pid_file, log_file = _files(params, job["id"])
         entry = {"id": job["id"], "was_running": False, "output": None}
-        if os.path.exists(pid_file):
-            with open(pid_file, encoding="ascii", errors="replace") as handle:
-                text = handle.read().strip()
-            if text.isdigit() and kill_group(int(text)):
+        if os.path.lexists(pid_file):
+            pid, why = read_pid_file(pid_file)
+            if pid is not None and kill_group(pid):
                 entry["was_running"] = True
-                result.add(action("kill", job["id"], pid=int(text)))
+                result.add(action("kill", job["id"], pid=pid))
+            elif why:
+                entry["gone"] = why
             os.unlink(pid_file)
             result.add(action("remove", pid_file))
-        if os.path.exists(log_file):
-            with open(log_file, encoding="utf-8", errors="replace") as handle:
-                entry["output"] = tail(handle.read())
+        if os.path.lexists(log_file):
+            try:
+                entry["output"] = tail(read_job_file(log_file))
+            except (IOError, OSError) as exc:
+                entry["output"] = "(the log cannot be read: %s)" % (exc.strerror or exc)
             entry["result"] = _perftest.parse_perftest(entry["output"])
             os.unlink(log_file)
             result.add(action("remove", log_file))
@@ -708,15 +803,39 @@ def do_nccl(module, params, result):
 ACTIONS = {"probe": do_probe, "server": do_server, "client": do_client, "stop": do_stop, "nccl": do_nccl}
 
 
+#: upper bounds of the numeric options: a day for anything timed, perftest's own limits for the rest
+LIMITS = {"timeout": 86400, "start_timeout": 3600, "size": 1 << 30, "qps": 65536, "iterations": 10 ** 9,
+          "duration": 86400}
+_PEER = re.compile(r"^[A-Za-z0-9_.:%-]{1,253}\Z")
+_NETNS = re.compile(r"^[A-Za-z0-9_.@+-]{1,255}\Z")
+_CPUS = re.compile(r"^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?){0,1023}\Z")
+
+
 def validate(params):
+    """Every option checked before the node is touched; the InputError names the option and the value."""
     for job in params["jobs"]:
-        if not JOB_ID.match(job["id"]):
+        if not JOB_ID.match(job["id"]) or job["id"] in (".", ".."):
             raise InputError("job id %r: use 1-100 letters, digits, '.', '_' or '-'" % job["id"])
+        if job.get("device"):
+            check_name("job %s: device" % job["id"], job["device"], "rdma")
+        for key in ("server_address", "bind_source_ip"):
+            value = job.get(key)
+            if value is not None and (not _PEER.match(value) or value.startswith("-")):
+                raise InputError("job %s: %s %r is not an address or host name" % (job["id"], key, value))
+        if job.get("netns") is not None and (not _NETNS.match(job["netns"]) or job["netns"] in (".", "..")):
+            raise InputError("job %s: netns %r is not a network namespace name" % (job["id"], job["netns"]))
+        if job.get("cpus") is not None and not _CPUS.match(job["cpus"]):
+            raise InputError("job %s: cpus %r is not a CPU list such as 0-7,16" % (job["id"], job["cpus"]))
+        if not 0 < job["port"] < 256:
+            raise InputError("job %s: port %s is not an RDMA port number" % (job["id"], job["port"]))
     for key in ("timeout", "start_timeout", "size", "qps", "iterations"):
-        if params[key] <= 0:
-            raise InputError("%s must be positive, got %s" % (key, params[key]))
-    if params["duration"] < 0:
-        raise InputError("duration must be 0 or more, got %s" % params["duration"])
+        if not 0 < params[key] <= LIMITS[key]:
+            raise InputError("%s must be between 1 and %d, got %s" % (key, LIMITS[key], params[key]))
+    if not 0 <= params["duration"] <= LIMITS["duration"]:
+        raise InputError("duration must be between 0 and %d, got %s" % (LIMITS["duration"], params["duration"]))
+    run_dir = params["run_dir"]
+    if not run_dir.startswith("/") or run_dir != os.path.normpath(run_dir) or run_dir == "/" or "\0" in run_dir:
+        raise InputError("run_dir must be an absolute, normalised directory path other than /, got %r" % run_dir)
     if params["action"] == "nccl" and not params["command"]:
         raise InputError("command must name the nccl-tests program")
 

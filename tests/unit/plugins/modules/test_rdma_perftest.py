@@ -2,6 +2,7 @@
 server, client and stop with stand-in programs - a server that listens, one that never does, a client that
 outlives its timeout - so that nothing is left running.  Real ib_write_bw runs in molecule/kernel_vm."""
 
+import json
 import os
 import stat
 import time
@@ -87,7 +88,7 @@ def test_server_listens_then_stop_ends_it_and_returns_its_output(monkeypatch, tm
     assert entry["status"] == "listening" and started["changed"] is True
     assert alive(entry["pid"])
     stopped = run(monkeypatch, action="stop", run_dir=run_dir, jobs=[{"id": job["id"]}])
-    assert stopped["jobs"][0]["was_running"] is True
+    assert stopped["jobs"][0]["was_running"] is True, stopped["jobs"][0]
     assert "Waiting for client" in stopped["jobs"][0]["output"]
     time.sleep(0.3)
     assert not alive(entry["pid"]) and os.listdir(run_dir) == []
@@ -146,7 +147,7 @@ def test_check_mode_runs_nothing(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     ({"action": "server", "jobs": [{"id": "../x", "device": "d", "tcp_port": 1}]}, "job id"),
-    ({"action": "client", "timeout": 0}, "timeout must be positive"),
+    ({"action": "client", "timeout": 0}, "timeout must be between 1 and 86400, got 0"),
     ({"action": "probe", "bogus": 1}, "Unsupported parameters"),
 ])
 def test_bad_input(monkeypatch, args, message):
@@ -293,3 +294,50 @@ def test_client_and_server_run_under_taskset_on_the_nics_cpus(monkeypatch, tmp_p
         "-c", cpus]
     assert started["jobs"][0]["status"] == "listening"
     assert run(monkeypatch, action="stop", run_dir=run_dir, jobs=[{"id": "s"}])["jobs"][0]["was_running"] is True
+
+
+def test_stop_never_signals_a_process_the_module_did_not_start(monkeypatch, tmp_path):
+    """A pid file naming an unrelated process (pid reuse, or a file someone else wrote): stop reports the job gone
+    and the process lives on.  Only a pid whose /proc start time and command line match the record is signalled."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    bystander = subprocess.Popen(["sleep", "60"])  # pylint: disable=consider-using-with
+    try:
+        for content in ("%d\n" % bystander.pid,  # the old plain format: no identity to check
+                        json.dumps({"pid": bystander.pid, "start": 1, "cmdline": "0" * 64}),  # reused pid
+                        "not json at all"):
+            (run_dir / "j1.pid").write_text(content)
+            entry = run(monkeypatch, action="stop", run_dir=str(run_dir), jobs=[{"id": "j1"}])["jobs"][0]
+            assert entry["was_running"] is False and entry["gone"], entry
+            assert bystander.poll() is None, "stop signalled a process it did not start"
+            assert not (run_dir / "j1.pid").exists()
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_server_refuses_a_run_dir_others_control(monkeypatch, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    result = run(monkeypatch, expect=ModuleFail, action="server", binary="/bin/true", run_dir=str(shared),
+                 jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18599}])
+    assert "run_dir" in result["msg"] and "private directory" in result["msg"]
+
+
+@pytest.mark.parametrize("args, option", [
+    ({"timeout": -1}, "timeout"), ({"timeout": 10 ** 9}, "timeout"), ({"start_timeout": 0}, "start_timeout"),
+    ({"qps": 10 ** 7}, "qps"), ({"duration": -5}, "duration"), ({"run_dir": "relative/dir"}, "run_dir"),
+    ({"run_dir": "/"}, "run_dir"), ({"run_dir": "/run/../etc"}, "run_dir"),
+    ({"jobs": [{"id": "x", "server_address": "-oProxyCommand=x"}]}, "server_address"),
+    ({"jobs": [{"id": "x", "device": "mlx5_0/../../x"}]}, "device"),
+    ({"jobs": [{"id": "x", "netns": "../../proc/1/ns/net"}]}, "netns"),
+    ({"jobs": [{"id": "x", "cpus": "0-3; reboot"}]}, "cpus"),
+    ({"jobs": [{"id": "x", "port": 0}]}, "port"),
+])
+def test_every_option_is_checked_before_the_node_is_touched(monkeypatch, tmp_path, args, option):
+    args = dict({"action": "client", "run_dir": str(tmp_path / "run")}, **args)
+    result = run(monkeypatch, expect=ModuleFail, **args)
+    assert option in result["msg"], result["msg"]
+    assert not (tmp_path / "run").exists()
