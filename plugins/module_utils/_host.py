@@ -407,6 +407,20 @@ class HostRoot:
                 problems.append({"path": node_path, "error": "not an integer: %r" % text[:64]})
             return default
 
+    def read_int_strict(self, node_path, default=None, base=10):
+        """An integer attribute for code that decides a write: absent gives ``default``, but a read error or a value
+        that is not an integer raises HostReadError naming the file (it is never taken as 0 or absent)."""
+        text = self.read_attr(node_path)
+        if text is None:
+            return default
+        try:
+            if len(text) > 64:
+                raise ValueError(text)
+            return int(text, base)
+        except ValueError:
+            raise HostReadError("%s holds %r, not an integer" % (node_path, text[:64]),
+                                {"path": node_path, "value": text[:64]}) from None
+
     def listdir(self, node_path):
         """Sorted entry names of a directory; an absent directory lists as empty."""
         try:

@@ -118,17 +118,18 @@ def observe_vf(host, pf, index):
     if rdma:
         vf["rdma_device"] = rdma[0]
         base = path + "/infiniband/" + rdma[0]
-        vf["node_guid"] = _sysfs_guid(host.try_attr(base + "/node_guid"))
-        if host.try_attr(base + "/ports/1/link_layer") == "InfiniBand":
-            gid = host.try_attr(base + "/ports/1/gids/0") or ""
+        vf["node_guid"] = _sysfs_guid(host.read_attr(base + "/node_guid"))
+        if host.read_attr(base + "/ports/1/link_layer") == "InfiniBand":
+            gid = host.read_attr(base + "/ports/1/gids/0") or ""
             vf["port_guid"] = _sysfs_guid(":".join(gid.split(":")[4:])) if gid.count(":") == 7 else None
     return vf
 
 
 def observe(host, pf):
     """``{numvfs, totalvfs, autoprobe, vfs: [...]}`` of a PF from sysfs."""
-    totalvfs = host.read_int(pf["path"] + "/sriov_totalvfs")
-    numvfs = host.read_int(pf["path"] + "/sriov_numvfs", default=0) if totalvfs is not None else 0
+    # a read error is never a count: EIO here fails the task naming the file, it is not "0 VFs"
+    totalvfs = host.read_int_strict(pf["path"] + "/sriov_totalvfs")
+    numvfs = host.read_int_strict(pf["path"] + "/sriov_numvfs", default=0) if totalvfs is not None else 0
     vfs = []
     for index in range(numvfs or 0):
         vf = observe_vf(host, pf, index)
@@ -346,7 +347,7 @@ def restore(host, commands, pf, before, timeout, wait=wait_for_vfs):
     what state the PF is in now; never raises."""
     want = before["numvfs"] or 0
     try:
-        now = host.read_int(pf["path"] + "/sriov_numvfs", default=0)
+        now = host.read_int_strict(pf["path"] + "/sriov_numvfs", default=0)
         if now != want:
             if now:
                 write_with_timeout(host, pf["path"] + "/sriov_numvfs", "0", timeout)

@@ -106,3 +106,19 @@ def test_write_attr_reaches_the_file_and_keeps_errno(node):
     assert info.value.errno == errno.ENOENT
 
 
+
+
+def test_a_read_error_is_never_a_count(node, monkeypatch):
+    """read_int_strict (what write decisions use): absent is the default, but EIO or garbage raise naming the file."""
+    host = HostRoot(str(node))
+    dev = "/sys/devices/pci0000:17/0000:17:00.0"
+    assert host.read_int_strict(dev + "/missing", default=0) == 0
+    with pytest.raises(HostReadError, match="garbage holds 'zz', not an integer"):
+        host.read_int_strict(dev + "/garbage")
+
+    def failing_read(*args, **kwargs):
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(os, "read", failing_read)
+    with pytest.raises(HostReadError, match="numa_node: Input/output error"):
+        host.read_int_strict(dev + "/numa_node", default=0)

@@ -115,7 +115,7 @@ def test_removing_all_vfs_warns_about_vfs_in_use(monkeypatch, dgx):
     ({"rdma_device": "mlx5_99", "num_vfs": 1}, "rdma_device: there is no RDMA device 'mlx5_99'"),
     ({"pci_address": "0000:77:00.0", "num_vfs": 1}, "pci_address: there is no PCI device 0000:77:00.0"),
     ({"pci_address": "zz", "num_vfs": 1}, "is not a PCI address"),
-    ({"netdev": "../x", "num_vfs": 1}, "is not a device name"),
+    ({"netdev": "../x", "num_vfs": 1}, "is not a valid network interface name"),
     ({"netdev": "lo", "num_vfs": 1}, "there is no network interface"),
     ({"netdev": "ibp24s0", "num_vfs": -1}, "num_vfs must be a whole number >= 0"),
     ({"netdev": "ibp24s0", "num_vfs": 17}, "above sriov_totalvfs 16"),
