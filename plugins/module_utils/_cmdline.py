@@ -130,6 +130,9 @@ def validate_arg(arg, option="present"):
     """Reject arguments that cannot be written safely into a GRUB shell file or a BLS entry."""
     if not isinstance(arg, str) or not arg:
         raise InputError("%s: kernel arguments must be non-empty strings, got %r" % (option, arg))
+    if arg == "--" or arg.startswith("-"):
+        raise InputError("%s: %r: the kernel stops parsing its own parameters at '--' and hands the rest to init; "
+                         "an argument cannot start with '-'" % (option, arg))
     if not _SAFE_ARG_RE.match(arg) or arg.startswith("="):
         raise InputError(
             "%s: %r is not a kernel argument this module writes (allowed: letters, digits and _ . , : / + @ %% = -;"

@@ -226,6 +226,11 @@ def validate_vf_attrs(attrs, where):
         if not _MAC.match(clean["mac"]):
             raise InputError("%s.mac %r is not a MAC address" % (where, clean["mac"]))
         clean["mac"] = clean["mac"].lower()
+        if clean["mac"] == "00:00:00:00:00:00":
+            raise InputError("%s.mac %s is the zero address (the kernel reads it as 'no MAC set')" % (where, clean["mac"]))
+        if int(clean["mac"][:2], 16) & 1:
+            raise InputError("%s.mac %s is a multicast address: a VF needs a unicast MAC (first octet even)"
+                             % (where, clean["mac"]))
     return clean
 
 

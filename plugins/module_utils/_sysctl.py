@@ -22,6 +22,10 @@ HEADER = "# Managed by rdma.k8s_node.sysctl_dropin. Do not edit: change the modu
 MAX_RULE = ("arp_ignore", "arp_announce", "rp_filter")
 _COMPONENT_RE = re.compile(r"^[A-Za-z0-9_.:@+-]+$")
 _VALUE_RE = re.compile(r"^[A-Za-z0-9_.:,/ +-]*$")
+#: the per-interface keys this collection exists to set, with the values the kernel gives a meaning
+#: (Documentation/networking/ip-sysctl.rst: arp_ignore 0-3 and 8, arp_announce 0-2, rp_filter 0-2)
+TYPED = {"arp_ignore": frozenset((0, 1, 2, 3, 8)), "arp_announce": frozenset((0, 1, 2)),
+         "rp_filter": frozenset((0, 1, 2))}
 
 
 def components(key):
@@ -51,9 +55,23 @@ def normalize_value(key, value):
     if isinstance(value, bool) or value is None:
         raise InputError("settings: %s needs a number or a string, got %r" % (key, value))
     text = str(value).strip()
+    if not text:
+        raise InputError("settings: %s has an empty value (systemd-sysctl would skip it, sysctl -w would fail)" % key)
+    if len(text) > 4096:
+        raise InputError("settings: %s has a value of %d characters (at most 4096)" % (key, len(text)))
     if not _VALUE_RE.match(text):
         raise InputError("settings: %s=%r holds characters a sysctl value cannot" % (key, value))
     words = text.split()
+    if any(len(w) > 20 and re.match(r"^-?\d+$", w) for w in words):
+        raise InputError("settings: %s=%r: a number longer than any the kernel accepts" % (key, text[:64]))
+    last = components(key)[-1] if components(key) else ""
+    if last in TYPED and len(words) == 1:
+        allowed = TYPED[last]
+        if not re.match(r"^-?\d+$", words[0]) or int(words[0]) not in allowed:
+            raise InputError("settings: %s must be one of %s (Documentation/networking/ip-sysctl.rst), got %r"
+                             % (key, ", ".join(str(v) for v in sorted(allowed)), value))
+    elif last in TYPED:
+        raise InputError("settings: %s takes one integer, got %r" % (key, value))
     return "\t".join(str(int(w)) if re.match(r"^-?\d+$", w) else w for w in words)
 
 

@@ -142,3 +142,9 @@ def test_missing_from_live():
 ])
 def test_iommu_vendor_arg(vendor, arg):
     assert cl.iommu_vendor_arg(vendor) == arg
+
+
+@pytest.mark.parametrize("arg", ["--", "-x", "--foo=bar"])
+def test_arguments_the_kernel_would_hand_to_init_are_refused(arg):
+    with pytest.raises(InputError, match="'--'"):
+        cl.validate_arg(arg)

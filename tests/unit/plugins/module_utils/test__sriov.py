@@ -200,3 +200,11 @@ def test_parse_ip_vfs_reads_vlan_list_as_the_kernel_sends_it():
     assert (vfs[0]["vlan"], vfs[0]["qos"], vfs[0]["mac"]) == (0, 0, "00:00:00:00:00:00")
     assert (vfs[1]["vlan"], vfs[1]["qos"], vfs[1]["mac"], vfs[1]["trust"], vfs[1]["link_state"]) == (
         5, 1, "02:00:00:00:00:01", None, None)
+
+
+@pytest.mark.parametrize("mac, says", [("00:00:00:00:00:00", "zero address"), ("01:00:5e:00:00:01", "multicast"),
+                                       ("FF:FF:FF:FF:FF:FF", "multicast")])
+def test_vf_macs_must_be_unicast_and_not_zero(mac, says):
+    with pytest.raises(InputError, match=says):
+        s.validate_vf_attrs({"mac": mac}, "vfs[0]")
+    assert s.validate_vf_attrs({"mac": "02:AA:bb:00:00:01"}, "vfs[0]")["mac"] == "02:aa:bb:00:00:01"

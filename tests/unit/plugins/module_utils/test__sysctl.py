@@ -59,3 +59,22 @@ def test_differs_compares_words():
 ])
 def test_effective_uses_the_max_rule(values, param, iface, result):
     assert sc.effective(values, param, iface) == result
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("net.ipv4.conf.all.arp_ignore", 4, "must be one of 0, 1, 2, 3, 8"),
+    ("net.ipv4.conf.ib0.arp_announce", "3", "must be one of 0, 1, 2"),
+    ("net.ipv4.conf.default.rp_filter", -1, "must be one of 0, 1, 2"),
+    ("net.ipv4.conf.all.rp_filter", "1 2", "takes one integer"),
+    ("net.ipv4.conf.all.arp_ignore", "", "empty value"),
+    ("net.core.rmem_max", "9" * 50, "longer than any the kernel accepts"),
+    ("net.core.rmem_max", "9" * 5000, "at most 4096"),
+])
+def test_values_are_typed_per_key_and_bounded(key, value, says):
+    with pytest.raises(InputError, match=says):
+        sc.normalize_value(key, value)
+
+
+def test_typed_keys_accept_their_documented_values():
+    assert [sc.normalize_value("net.ipv4.conf.all.arp_ignore", v) for v in (0, 1, 2, 3, 8)] == ["0", "1", "2", "3", "8"]
+    assert sc.normalize_value("net.ipv4.conf.ib0.rp_filter", "02") == "2"
