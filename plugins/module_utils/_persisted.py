@@ -252,7 +252,7 @@ def persisted_facts(host, interfaces):
     if state is not None:
         try:
             sriov = dict(sriov_state_summary(json.loads(state)), state_file=SRIOV_STATE)
-        except ValueError as exc:
+        except (ValueError, RecursionError, TypeError, AttributeError, KeyError) as exc:
             problems.append({"path": SRIOV_STATE, "error": str(exc)})
     return {
         "kernel_cmdline": boot,

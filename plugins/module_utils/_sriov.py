@@ -33,7 +33,7 @@ def parse_ip_vfs(text):
     (GUIDs as ints, absent keys None).  iproute2 JSON keys: ``"node guid"``/``"port guid"`` (with a space)."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ParseError("ip -j link show printed no JSON: %s" % exc) from exc
     if not isinstance(data, list) or not data:
         raise ParseError("ip -j link show printed no link")
@@ -46,7 +46,7 @@ def parse_ip_links_vfs(text):
     it with RTEXT_FILTER_VF), so one call answers for every PF of the node."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ParseError("ip -j link show printed no JSON: %s" % exc) from exc
     if not isinstance(data, list):
         raise ParseError("ip -j link show printed no list of links")
@@ -58,6 +58,15 @@ def parse_ip_links_vfs(text):
 
 
 def _vfinfo(link):
+    """The VFs of one link of ``ip -j`` output; anything not shaped as iproute2 prints it is a ParseError."""
+    try:
+        return _vfinfo_unchecked(link)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ParseError("ip -j link show printed a VF list this module cannot read (%s: %s)"
+                         % (type(exc).__name__, exc)) from exc
+
+
+def _vfinfo_unchecked(link):
     out = {}
     for item in link.get("vfinfo_list") or []:
         # the kernel sends IFLA_VF_VLAN_LIST since 4.9 (rtnl_fill_vfinfo()): "vlan_list": [{}] at vlan 0, with
@@ -178,10 +187,11 @@ def parse_eswitch(text):
     """``devlink -j dev eswitch show pci/<bdf>`` -> ``"legacy"`` / ``"switchdev"`` (None when not reported)."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ParseError("devlink -j printed no JSON: %s" % exc) from exc
-    for info in (data.get("dev") or {}).values():
-        return info.get("mode")
+    devs = data.get("dev") if isinstance(data, dict) else None
+    for info in (devs if isinstance(devs, dict) else {}).values():
+        return info.get("mode") if isinstance(info, dict) else None
     return None
 
 

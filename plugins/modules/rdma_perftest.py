@@ -347,7 +347,7 @@ def read_pid_file(path):
         pid = record["pid"]
         if not (isinstance(pid, int) and 1 < pid < 1 << 22 and set(record) == {"pid", "start", "cmdline"}):
             raise ValueError(text)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None, "its pid file does not hold a job record of this module"
     now = identity(pid)
     if now is None:

@@ -208,3 +208,14 @@ def test_vf_macs_must_be_unicast_and_not_zero(mac, says):
     with pytest.raises(InputError, match=says):
         s.validate_vf_attrs({"mac": mac}, "vfs[0]")
     assert s.validate_vf_attrs({"mac": "02:AA:bb:00:00:01"}, "vfs[0]")["mac"] == "02:aa:bb:00:00:01"
+
+
+@pytest.mark.parametrize("text", ["[" * 100000, "[1]", '{"dev": 5}', "null", '[{"vfinfo_list": [{"vf": "x"}]}]',
+                                  '[{"ifname": "a", "vfinfo_list": [{"vf": 1, "vlan_list": [3]}]}]'])
+def test_hostile_ip_and_devlink_json_is_a_parse_error(text):
+    """Deep nesting (RecursionError), wrong shapes (AttributeError, KeyError, ValueError): all ParseError."""
+    for parse in (s.parse_ip_vfs, s.parse_ip_links_vfs, s.parse_eswitch):
+        try:
+            parse(text)
+        except ParseError:
+            pass
