@@ -1,5 +1,6 @@
 """rdma_netns on a simulated node: persistence, the live switch and the kernel's EBUSY refusal, reboot."""
 
+import os
 import pathlib
 
 import pytest
@@ -251,7 +252,7 @@ def test_malformed_images_are_errors(image, message):
 
 
 def test_probe_reads_a_real_initrd_when_one_was_built():
-    built = sorted(pathlib.Path(__file__).resolve().parents[4].glob(".cache/vm/*/initrd.img"))
+    built = sorted(pathlib.Path(os.environ.get("RDMA_MACHINE_CACHE", "/var/cache/rdma-k8s-node")).glob("vm/*/initrd.img"))
     if not built:
         pytest.skip("no VM image built (scripts/build-vm)")
     with open(built[-1], "rb") as raw:
