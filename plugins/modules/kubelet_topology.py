@@ -465,8 +465,9 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
                     saved_states.append(path)
                     result.extra["removed_state_files"].append(path)
         except (IOError, OSError, RdmaNodeError) as exc:
+            why = getattr(exc, "strerror", None) or exc
             raise ApplyError("moving %s aside failed (%s); %s" % (
-                path, getattr(exc, "strerror", None) or exc, _undo_states(node, host, saved_states, "nothing was changed")),  # pylint: disable=undefined-loop-variable
+                path, why, _undo_states(node, host, saved_states, "nothing was changed")),  # pylint: disable=undefined-loop-variable
                 {"errno": getattr(exc, "errno", None)}, result.as_dict()) from exc
     try:
         backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)

@@ -83,7 +83,8 @@ def build_fleet(workdir: pathlib.Path, archetype: str, count: int, roots: str = 
 
     ``assembled``: a directory per host with its own ``etc/`` and ``sys``/``proc`` bind mounts of the rendered tree
     (hwsim/bind.py, in this process's private mount namespace: the collection resolves host_root as a chroot, so
-    links would not do; tests/unit/plugins/modules/simnode.py builds roots the same way).  ``hardlink``: ``cp -al`` of the tree per host (every host has its own directory entries).
+    links would not do; tests/unit/plugins/modules/simnode.py builds roots the same way).  ``hardlink``: ``cp -al``
+    of the tree per host (every host has its own directory entries).
     """
     import hwsim.bind  # pylint: disable=import-outside-toplevel
 

@@ -75,8 +75,8 @@ def _fingerprint(base):
             if stat.S_ISREG(info.st_mode):
                 with open(path, "rb") as handle:
                     data = handle.read()
-            out[os.path.relpath(path, base)] = (stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode), info.st_mtime_ns,
-                                                 data)
+            out[os.path.relpath(path, base)] = (stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode),
+                                                info.st_mtime_ns, data)
     return out
 
 

@@ -106,8 +106,6 @@ def test_write_attr_reaches_the_file_and_keeps_errno(node):
     assert info.value.errno == errno.ENOENT
 
 
-
-
 def test_a_read_error_is_never_a_count(node, monkeypatch):
     """read_int_strict (what write decisions use): absent is the default, but EIO or garbage raise naming the file."""
     host = HostRoot(str(node))
