@@ -36,6 +36,9 @@ def components(key):
     for part in parts:
         if part in ("", ".", "..") or not _COMPONENT_RE.match(part):
             raise InputError("settings: %r is not a sysctl key (bad component %r)" % (key, part))
+    if parts[0].startswith("-"):
+        # a drop-in line "-key = value" is key with "ignore failure" to systemd-sysctl, not the key "-key"
+        raise InputError("settings: %r is not a sysctl key (it cannot start with '-')" % (key,))
     return parts
 
 

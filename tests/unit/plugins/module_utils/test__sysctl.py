@@ -78,3 +78,12 @@ def test_values_are_typed_per_key_and_bounded(key, value, says):
 def test_typed_keys_accept_their_documented_values():
     assert [sc.normalize_value("net.ipv4.conf.all.arp_ignore", v) for v in (0, 1, 2, 3, 8)] == ["0", "1", "2", "3", "8"]
     assert sc.normalize_value("net.ipv4.conf.ib0.rp_filter", "02") == "2"
+
+
+@pytest.mark.parametrize("key", ["-", "-net.core.rmem_max", "/-net/core/rmem_max"])
+def test_a_key_cannot_start_with_a_dash(key):
+    """Found by the fuzz suite: render() wrote "- = 0", which systemd-sysctl reads as the key "" with the
+    ignore-failure prefix (and "-net.x" as net.x, not the key that was validated)."""
+    with pytest.raises(InputError, match="cannot start with '-'"):
+        sc.validate({key: 0})
+    assert sc.display("net.core.-x") == "net.core.-x"
