@@ -17,7 +17,6 @@ the root (``parent_link``: the absolute target is re-rooted, as a chrooted tool 
 """
 
 import os
-import pathlib
 import shutil
 import signal
 import stat

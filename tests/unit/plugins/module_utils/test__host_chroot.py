@@ -36,11 +36,11 @@ def trees(draw):
     """``[(relative path, kind, payload)]``: directories, files (their own path as content) and links."""
     entries = []
     dirs = [""]
-    for _ in range(draw(st.integers(2, 14))):
+    for dummy in range(draw(st.integers(2, 14))):
         parent = draw(st.sampled_from(dirs))
         name = draw(st.sampled_from(NAMES))
         path = (parent + "/" + name).lstrip("/")
-        if any(p == path for p, _, _ in entries):
+        if any(entry[0] == path for entry in entries):
             continue
         kind = draw(st.sampled_from(["dir", "file", "link", "link"]))
         if kind == "dir":

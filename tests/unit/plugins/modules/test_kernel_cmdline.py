@@ -6,7 +6,6 @@ grub-mkconfig's 10_linux does; ``grubby`` edits BLS entries' ``options`` lines. 
 (its own sh evaluation) is real.
 """
 
-import os
 import pathlib
 import stat
 import subprocess
