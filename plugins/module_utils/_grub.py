@@ -104,7 +104,9 @@ def default_entry_args(values):
 
 # -- /etc/default/grub line editing (for the 'grub_default' mode and EL's GRUB_CMDLINE_LINUX) ----------------------
 
-_ASSIGN_RE = re.compile(r"^(?P<indent>\s*)(?:export\s+)?(?P<var>[A-Z_][A-Z0-9_]*)=(?P<value>.*?)\s*$")
+# the value is the rest of the line, right-stripped in code: ``(?P<value>.*?)\s*$`` backtracks quadratically on a
+# long run of blanks that does not end the line
+_ASSIGN_RE = re.compile(r"^(?P<indent>\s*)(?:export\s+)?(?P<var>[A-Z_][A-Z0-9_]*)=(?P<value>.*)$")
 
 
 def _unquote(value, var, source=None):
@@ -127,24 +129,25 @@ def find_assignment(text, var, source=None):
     """``(line_index, value)`` of the last assignment of ``var`` in a GRUB defaults file, or ``(None, None)``.
     ``source`` (the file's path) starts the message of a ParseError."""
     found = (None, None)
-    for index, line in enumerate(text.splitlines()):
+    for index, line in enumerate(text.split("\n")):  # the shell's lines: only \n ends one (not \r, \f, \x1c ...)
         match = _ASSIGN_RE.match(line)
         if match and match.group("var") == var:
-            found = (index, _unquote(match.group("value"), var, source))
+            found = (index, _unquote(match.group("value").rstrip(), var, source))
     return found
 
 
 def set_assignment(text, var, value, source=None):
-    """``text`` with the last assignment of ``var`` replaced (or one appended) by ``var="value"``."""
+    """``text`` with the last assignment of ``var`` replaced (or one appended) by ``var="value"``; every other
+    byte stays (line ends included: CRLF, a form feed in a comment)."""
     index, dummy_old = find_assignment(text, var, source)
-    lines = text.splitlines()
+    lines = (text if not text or text.endswith("\n") else text + "\n").split("\n")  # the last one is ""
     new_line = '%s="%s"' % (var, value)
     if index is None:
-        lines.append(new_line)
+        lines.insert(len(lines) - 1, new_line)
     else:
-        indent = _ASSIGN_RE.match(lines[index]).group("indent")
-        lines[index] = indent + new_line
-    return "\n".join(lines) + "\n"
+        line = lines[index]
+        lines[index] = _ASSIGN_RE.match(line).group("indent") + new_line + line[len(line.rstrip()):]
+    return "\n".join(lines)
 
 
 # -- grubby and generated grub.cfg -------------------------------------------------------------------------------------
@@ -161,7 +164,9 @@ def parse_grubby_info(text):
         if len(value) >= 2 and value[0] == value[-1] == '"':
             value = value[1:-1]
         if key == "index":
-            current = {"index": int(value) if value.isdigit() else value, "kernel": None, "args": []}
+            # isdigit() is also true for "²" and for 5,000 digits, which int() refuses: ASCII and short only
+            number = value.isdigit() and value.isascii() and len(value) < 20
+            current = {"index": int(value) if number else value, "kernel": None, "args": []}
             entries.append(current)
         elif current is not None and key == "kernel":
             current["kernel"] = value

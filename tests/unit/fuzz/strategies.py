@@ -5,6 +5,8 @@ same with random mutations (insert/delete/duplicate/replace), and plain hostile 
 surrogateescape, NUL bytes, odd line ends, Unicode digits and spaces, numbers of 400 to 5,000 digits, lines of up
 to 200,000 characters, brackets nested 10,000 deep).  :func:`typed_only` is the property every parser must keep:
 it returns or raises one of the collection's typed errors, within a time bound (no hang, no quadratic blow-up).
+Ordinary properties draw lines of up to a few thousand characters; the ``huge`` ones (:func:`huge` settings) the
+200,000-character lines and 10,000-level nesting, on fewer examples.
 """
 
 import contextlib
@@ -33,6 +35,12 @@ class Hang(AssertionError):
 def examples(share):
     """``share`` of the loaded profile's ``max_examples`` (at least 10): for the few properties whose example is slow."""
     return max(10, int(settings().max_examples * share))
+
+
+def huge():
+    """Settings of a property on huge inputs (lines of 200,000 characters, 10,000-level nesting): 2 % of the
+    profile's examples, as one such example costs as much as a hundred ordinary ones."""
+    return settings(max_examples=examples(0.02))
 
 
 @contextlib.contextmanager
@@ -72,14 +80,14 @@ def odd_text(max_size=60):
                     max_size=max_size).map("".join)
 
 
-def long_line(pieces, low=20_000, high=200_000):
+def long_line(pieces, low=200, high=4_000):
     """One piece repeated into a very long line (what makes a backtracking regex quadratic)."""
     return st.tuples(st.sampled_from(list(pieces)), st.sampled_from(list(pieces)), st.integers(low, high)).map(
         lambda t: t[0] + t[1] * max(1, t[2] // max(1, len(t[1]))) + t[0])
 
 
 def nested(opener, closer="", prefix="", suffix="", low=1, high=10_000):
-    """``prefix + opener * n + closer * n + suffix`` for n up to 10,000 (recursion depth)."""
+    """``prefix + opener * n + closer * n + suffix`` for n up to 10,000 by default (recursion depth)."""
     return st.integers(low, high).map(lambda n: prefix + opener * n + closer * n + suffix)
 
 
@@ -122,7 +130,7 @@ def node_text(grammar, pieces=(), max_lines=12):
         byte_soup(),
         odd_text(),
         lines_of(st.one_of(grammar, odd_text(12)), max_lines),
-        st.tuples(valid, long_line(pieces, 1000, 100_000), valid).map("\n".join),
+        st.tuples(valid, long_line(pieces), valid).map("\n".join),
     )
 
 

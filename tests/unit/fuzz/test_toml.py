@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, ParseError
-from unit.fuzz.strategies import byte_soup, long_line, mutated, nested, node_text, odd_text, typed_only
+from unit.fuzz.strategies import byte_soup, huge, long_line, mutated, nested, node_text, odd_text, typed_only
 
 BARE = st.text("abcxyzABC019_-", min_size=1, max_size=6)
 QUOTED = st.one_of(
@@ -59,6 +59,11 @@ LINE = st.one_of(
 PIECES = ("[", "]", "{", "}", "a = ", '"', "'", '"""', "'''", "\\\n", "#", ",", "[[", "1979-05-27 ", "1_", "\\u")
 TEXT = st.one_of(
     node_text(LINE, PIECES, max_lines=16),
+    nested("[", "]", prefix="a = ", high=150),
+    nested("{b = ", "}", prefix="a = ", suffix="1", high=150),
+    nested("[[", "]]", prefix="a = ", high=150),
+)
+HUGE = st.one_of(
     nested("[", "]", prefix="a = "),
     nested("[", prefix="a = "),
     nested("{b = ", "}", prefix="a = ", suffix="1"),
@@ -68,6 +73,7 @@ TEXT = st.one_of(
     st.integers(1, 20_000).map(lambda n: "a = [" + "1979-05-27, " * n + "]"),
     st.integers(1, 20_000).map(lambda n: "".join("k%d = %d\n" % (i, i) for i in range(n))),
     long_line(("a", "1", "_", " ", "\\t", "\\\\", "é"), 10_000, 200_000).map(lambda s: 'a = "%s"' % s),
+    long_line(PIECES, 10_000, 200_000),
 )
 DOC = st.one_of(node_text(LINE, PIECES, max_lines=16), st.lists(LINE, max_size=16).map("\n".join))
 
@@ -91,6 +97,12 @@ def test_parse_raises_only_parse_errors(text):
     assert isinstance(result, (_toml.Document, ParseError))
     if isinstance(result, ParseError):
         assert result.msg.startswith("config.toml line ")
+
+
+@huge()
+@given(HUGE)
+def test_parse_huge_text_in_linear_time(text):
+    assert isinstance(typed_only(_toml.parse, text), (_toml.Document, ParseError))
 
 
 @given(DOC)

@@ -1,6 +1,7 @@
 """GRUB drop-in rendering (checked against a real /bin/sh), defaults-file edits, grubby and grub.cfg parsing."""
 
 import subprocess
+import time
 
 import pytest
 
@@ -137,3 +138,31 @@ def test_candidate_text_is_evaluated_in_place_of_its_file(tmp_path):
     out = subprocess.run(["/bin/sh", "-c", _grub.evaluate_script(), "sh"] + args,
                          check=True, capture_output=True, text=True, env={}).stdout
     assert _grub.parse_evaluation(out) == {"GRUB_CMDLINE_LINUX": "iommu=pt", "GRUB_CMDLINE_LINUX_DEFAULT": "later"}
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_grub.py) --------------------------------------------------------
+def test_set_assignment_keeps_every_other_byte():
+    """Lines were split with splitlines() and joined with \\n: CRLF line ends and a form feed or \\x1c inside a
+    comment (the shell reads neither as a line end) were rewritten."""
+    text = '# a\x0cb\x1cc\r\nGRUB_TIMEOUT=5\r\nGRUB_CMDLINE_LINUX="quiet"\r\n# end'
+    new = _grub.set_assignment(text, "GRUB_CMDLINE_LINUX", "quiet iommu=pt")
+    assert new == '# a\x0cb\x1cc\r\nGRUB_TIMEOUT=5\r\nGRUB_CMDLINE_LINUX="quiet iommu=pt"\r\n# end\n'
+    assert _grub.find_assignment(new, "GRUB_CMDLINE_LINUX") == (2, "quiet iommu=pt")
+    assert _grub.set_assignment("A=1", "B", "x") == 'A=1\nB="x"\n'
+
+
+def test_a_long_blank_run_in_an_assignment_is_linear():
+    """``(?P<value>.*?)\\s*$`` backtracked quadratically: 20,000 blanks before the last word took 2.7 s."""
+    line = "GRUB_CMDLINE_LINUX=" + " " * 200_000 + "x"
+    start = time.monotonic()
+    with pytest.raises(ParseError, match="not a simple assignment"):
+        _grub.find_assignment(line, "GRUB_CMDLINE_LINUX")
+    assert _grub.find_assignment("GRUB_CMDLINE_LINUX=x" + " " * 200_000, "GRUB_CMDLINE_LINUX") == (0, "x")
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize("index", ["\u00b2", "\u0663", "1" * 5000])
+def test_grubby_index_that_int_refuses_stays_text(index):
+    """str.isdigit() is true for '²' and for 5,000 digits, which int() refuses (ValueError)."""
+    assert _grub.parse_grubby_info("index=%s\nkernel=/boot/vmlinuz\n" % index)[0]["index"] == index
+    assert _grub.parse_grubby_info("index=3\n")[0]["index"] == 3
