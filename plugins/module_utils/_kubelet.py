@@ -13,9 +13,15 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import json
+import posixpath
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
+    ApplyError, ConflictError, InputError, ParseError, RdmaNodeError,
+)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._systemd import split_words, word_spans
+from ansible_collections.rdma.k8s_node.plugins.module_utils._untrusted import MAX_BYTES, MAX_DEPTH, load_yaml
 
 TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_SCOPES = ("container", "pod")
@@ -77,13 +83,15 @@ def parse_cpuset(text, what):
 
 
 def merge(base, overlay):
-    """The kubelet's drop-in merge: maps merge per key, everything else (lists too) is replaced."""
+    """The kubelet's drop-in merge (a JSON merge patch, RFC 7386): mappings merge key by key at every depth, everything
+    else (lists too) is replaced.  A ``null`` in the overlay changes nothing: the kubelet deletes the key from the
+    merged JSON and then unmarshals it into the configuration it already has, which keeps the earlier value."""
     out = dict(base)
     for key, value in overlay.items():
-        if key in MAP_KEYS and isinstance(value, dict) and isinstance(out.get(key), dict):
-            combined = dict(out[key])
-            combined.update(value)
-            out[key] = combined
+        if value is None:
+            continue
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -228,26 +236,12 @@ def state_files_to_remove(changes):
 
 
 def parse_flags(text):
-    """``{flag: value}`` of ``--flag=value`` / ``--flag value`` words in a command line or an env file line."""
+    """``{flag: value}`` (last wins) of the ``--flag=value`` / ``--flag value`` words of a command line (quotes group
+    words, as systemd splits a ``$VARIABLE``); an env file's quoted value is unquoted first."""
     text = (text or "").strip()
     if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1]  # an env file's quoted value: KUBELET_KUBEADM_ARGS="--a=1 --b=2"
-    words = re.findall(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""", text)
-    flags = {}
-    index = 0
-    while index < len(words):
-        word = words[index].strip("\"'")
-        if word.startswith("--"):
-            if "=" in word:
-                name, value = word[2:].split("=", 1)
-            elif index + 1 < len(words) and not words[index + 1].startswith("--"):
-                name, value = word[2:], words[index + 1].strip("\"'")
-                index += 1
-            else:
-                name, value = word[2:], "true"
-            flags[name] = value
-        index += 1
-    return flags
+    return dict((flag["name"], flag["value"]) for flag in parse_command([(w, None) for w in split_words(text)], 0))
 
 
 def choose_target(mode, version, flags, config_path):
@@ -266,23 +260,710 @@ def choose_target(mode, version, flags, config_path):
 
 
 def replace_top_level(text, key, rendered_block):
-    """``text`` with the top-level ``key:`` block replaced by ``rendered_block`` (or appended), nothing else touched."""
+    """``text`` with the top-level ``key:`` block replaced by ``rendered_block`` (or appended), nothing else touched.
+
+    The block is the key's line and the lines after it that are indented or list items; blank lines and comments at
+    the first column belong to it only when more of the block follows them."""
     lines = text.splitlines(True)
+    pattern = re.compile(r"""^(?:%s|"%s"|'%s')[ \t]*:(?:[ \t]|\r?\n|$)""" % ((re.escape(key),) * 3))
     start = None
     for index, line in enumerate(lines):
-        if re.match(r"^%s\s*:" % re.escape(key), line):
+        if pattern.match(line):
             start = index
             break
     if start is None:
+        tail = len(lines)
+        while tail and not lines[tail - 1].strip():
+            tail -= 1
+        if tail and lines[tail - 1].rstrip() == "...":  # a document end marker: the key goes before it
+            return "".join(lines[:tail - 1]) + rendered_block + "".join(lines[tail - 1:])
         body = text if not text or text.endswith("\n") else text + "\n"
         return body + rendered_block
+
+    def continues(line):
+        return line.startswith((" ", "\t")) or (line.startswith("-") and not line.startswith("---"))
+
+    def filler(line):
+        return not line.strip() or line.startswith("#")
+
     end = start + 1
-    while end < len(lines) and (lines[end].startswith((" ", "\t", "-")) or not lines[end].strip()):
-        if not lines[end].strip():
+    while end < len(lines):
+        if continues(lines[end]):
+            end += 1
+            continue
+        if filler(lines[end]):
             probe = end
-            while probe < len(lines) and not lines[probe].strip():
+            while probe < len(lines) and filler(lines[probe]):
                 probe += 1
-            if probe >= len(lines) or not lines[probe].startswith((" ", "\t", "-")):
-                break
-        end += 1
+            if probe < len(lines) and continues(lines[probe]):
+                end = probe
+                continue
+        break
     return "".join(lines[:start]) + rendered_block + "".join(lines[end:])
+
+
+# -- documents: a KubeletConfiguration in JSON or YAML ---------------------------------------------------------------
+OWN_HEADER = "# Managed by rdma.k8s_node.kubelet_topology"
+DEFAULT_DROPIN_NAME = "50-rdma-k8s-node-topology.conf"
+
+
+class DependencyError(RdmaNodeError):
+    """The node lacks a library a file needs (PyYAML to read a YAML KubeletConfiguration)."""
+
+
+def yaml_module():
+    """PyYAML, or None on a node without it (imported when first needed: about 8 ms)."""
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    return yaml
+
+
+def _json_object(path):
+    def hook(pairs):
+        out = {}
+        for key, value in pairs:
+            if key in out:
+                raise ParseError("%s has the key %r twice: it is ambiguous which one the kubelet takes; remove one"
+                                 % (path, key), {"path": path})
+            out[key] = value
+        return out
+    return hook
+
+
+def _json_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def _loads_json(text, path):
+    """JSON of node text (bounded as ``_untrusted.load_json``) that also refuses duplicate keys and NaN/Infinity
+    (Go's decoder does); ValueError for text that is not JSON at all."""
+    if len(text) > MAX_BYTES:
+        raise ParseError("%s is larger than %d bytes" % (path, MAX_BYTES), {"path": path})
+    try:
+        data = json.loads(text, object_pairs_hook=_json_object(path), parse_constant=_json_constant)
+    except RecursionError:
+        raise ParseError("%s nests deeper than Python can read" % path, {"path": path}) from None
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ParseError("%s nests deeper than %d levels" % (path, MAX_DEPTH), {"path": path})
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return data
+
+
+def load_document(text, path):
+    """``(data, fmt)`` of a KubeletConfiguration file: ``fmt`` is ``json`` when the whole text is JSON (read without
+    PyYAML, edited as JSON), else ``yaml``.  The kubelet reads both (its decoder turns YAML into JSON).  A JSON body
+    after comment lines (the collection's own drop-in on a node without PyYAML) is read without PyYAML too.
+    Malformed text is a :class:`ParseError` naming the file; YAML without PyYAML a :class:`DependencyError`."""
+    body = text or ""
+    if body.startswith("\ufeff"):
+        body = body[1:]
+    stripped = body.strip()
+    candidates = []
+    if stripped.startswith("{"):
+        candidates.append((body, "json"))
+    else:
+        rest = "".join(line for line in body.splitlines(True) if line.strip() and not line.lstrip().startswith("#"))
+        if rest.strip().startswith("{") and rest.strip() != stripped:
+            candidates.append((rest, "yaml"))
+    for candidate, fmt in candidates:
+        try:
+            data = _loads_json(candidate, path)
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            raise ParseError("%s must hold a mapping (a KubeletConfiguration), not %s" % (path, type(data).__name__),
+                             {"path": path})
+        return data, fmt
+    if not stripped:
+        return {}, "yaml"
+    yaml = yaml_module()
+    if yaml is None:
+        raise DependencyError("%s is YAML: reading it needs PyYAML (python3-yaml) on the node" % path, {"path": path})
+    try:
+        data = load_yaml(body, path, yaml)
+    except ParseError as exc:
+        raise ParseError(exc.msg.replace("\n", " "), exc.details) from None
+    except TypeError as exc:  # YAML values Python cannot build (an unhashable key)
+        raise ParseError("%s cannot be read: %s" % (path, exc), {"path": path}) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ParseError("%s must hold a YAML mapping (a KubeletConfiguration)" % path, {"path": path})
+    return data, "yaml"
+
+
+def dump_yaml(data):
+    """YAML of ``data`` as the module has always written it (block style, keys in the given order)."""
+    yaml = yaml_module()
+    if yaml is None:
+        raise DependencyError("writing YAML needs PyYAML (python3-yaml) on the node")
+    return yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
+
+
+def render_own_dropin(content):
+    """The collection's drop-in: YAML when PyYAML is there (as earlier releases wrote it), else the same mapping as
+    JSON under the header comment (a YAML document the kubelet reads, and this module without PyYAML)."""
+    if yaml_module() is not None:
+        return OWN_HEADER + "\n" + dump_yaml(content)
+    return OWN_HEADER + " (JSON: a YAML document without PyYAML on the node)\n" + json.dumps(content, indent=2) + "\n"
+
+
+def is_own_dropin(text):
+    """True when a file is one the collection wrote (its first line is the collection's header)."""
+    return (text or "").startswith(OWN_HEADER)
+
+
+_JSON_WS = " \t\n\r"
+
+
+def _skip(text, index):
+    while index < len(text) and text[index] in _JSON_WS:
+        index += 1
+    return index
+
+
+def json_members(text, path):
+    """``(open index, [member], close index)`` of a JSON object text; a member is ``{"key", "start", "colon",
+    "value_start", "value_end"}`` (indexes into ``text``), for editing one value without touching the rest."""
+    decoder = json.JSONDecoder()
+    index = _skip(text, 1 if text.startswith("\ufeff") else 0)
+    if index >= len(text) or text[index] != "{":
+        raise ParseError("%s is not a JSON object" % path, {"path": path})
+    opening, members = index, []
+    index = _skip(text, index + 1)
+    try:
+        if text[index] == "}":
+            return opening, members, index
+        while True:
+            if text[index] != '"':
+                raise ValueError("a key must be a string at %d" % index)
+            key, after_key = json.decoder.scanstring(text, index + 1)
+            colon = _skip(text, after_key)
+            if text[colon] != ":":
+                raise ValueError("':' expected at %d" % colon)
+            value_start = _skip(text, colon + 1)
+            dummy_value, value_end = decoder.raw_decode(text, value_start)
+            members.append({"key": key, "start": index, "colon": after_key, "value_start": value_start,
+                            "value_end": value_end})
+            index = _skip(text, value_end)
+            if text[index] == ",":
+                index = _skip(text, index + 1)
+                continue
+            if text[index] == "}":
+                return opening, members, index
+            raise ValueError("',' or '}' expected at %d" % index)
+    except (IndexError, ValueError) as exc:
+        raise ParseError("%s is not valid JSON: %s" % (path, exc), {"path": path}) from None
+
+
+def json_set_top_level(text, updates, path):
+    """``text`` (a JSON object) with the top-level keys of ``updates`` set: an existing key's value is rewritten in
+    place, a new key is added after the last one, in the file's own indentation and separators; every other byte
+    stays where it was."""
+    opening, members, closing = json_members(text, path)
+    by_key = dict((m["key"], m) for m in members)
+    if members:
+        first = members[0]
+        gap = text[opening + 1:first["start"]]
+        indent = gap.rsplit("\n", 1)[1] if "\n" in gap else None
+        key_sep = text[first["colon"]:first["value_start"]]
+        if "\n" in key_sep or "\r" in key_sep or "\t" in key_sep:
+            key_sep = ": "
+        item_sep = ", "
+        if len(members) > 1:
+            between = text[members[0]["value_end"]:members[1]["start"]]
+            item_sep = "," + (" " if between.startswith(", ") else "")
+    else:
+        indent, key_sep, item_sep = "  ", ": ", ", "
+
+    def render(value):
+        if indent is None:
+            return json.dumps(value, separators=(item_sep, key_sep), ensure_ascii=False)
+        return json.dumps(value, indent=indent, separators=(",", key_sep), ensure_ascii=False).replace("\n", "\n" + indent)
+
+    edits = []
+    new_keys = [key for key in updates if key not in by_key]
+    if new_keys:
+        block = "".join((("," + "\n" + indent) if indent is not None else item_sep) + json.dumps(key) + key_sep +
+                        render(updates[key]) for key in new_keys)
+        if members:
+            edits.append((members[-1]["value_end"], members[-1]["value_end"], block))
+        else:
+            edits.append((opening + 1, closing, block[1:] + "\n"))
+    for key, value in updates.items():
+        if key in by_key:
+            member = by_key[key]
+            edits.append((member["value_start"], member["value_end"], render(value)))
+    for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def edit_document(text, fmt, updates, path):
+    """``text`` with the top-level keys of ``updates`` set and nothing else changed: JSON stays JSON (key order and
+    every value kept, the file's indentation), YAML stays YAML (comments and every other line kept).  The result is
+    parsed again and compared with the original plus ``updates``; anything else is an :class:`ApplyError` and nothing
+    is written."""
+    before, dummy_fmt = load_document(text, path)
+    if fmt == "json":
+        new = json_set_top_level(text, updates, path)
+    else:
+        new = text
+        for key, value in updates.items():
+            if key not in before or before[key] != value:
+                new = replace_top_level(new, key, dump_yaml({key: value}))
+    expected = dict(before)
+    expected.update(updates)
+    try:
+        after, dummy_fmt = load_document(new, path)
+    except ParseError as exc:
+        raise ApplyError("editing %s in place would leave it unreadable (%s); nothing was written" % (path, exc.msg),
+                         {"path": path}) from None
+    if after != expected or (fmt == "json" and list(after) != list(expected)):
+        changed = sorted(str(k) for k in set(after) | set(expected) if after.get(k) != expected.get(k))
+        raise ApplyError("editing %s in place would not give exactly the requested keys (differences in %s); nothing "
+                         "was written" % (path, ", ".join(changed) or "key order"), {"path": path})
+    return new
+
+
+# -- command-line flags ----------------------------------------------------------------------------------------------
+#: kubelet flags that set a KubeletConfiguration field the collection sets or checks (cmd/kubelet/app/options/
+#: options.go): flag -> (field, how the kubelet parses the value).  ``string``: last one wins; ``pair``: one
+#: ``key=value`` per flag (MapStringStringNoSplit); ``pairs``: ``k=v,k=v`` (MapStringString); ``langle``: ``k<v,...``;
+#: ``gates``: ``Name=true,...``; ``reserved_memory``: ``0:memory=1Gi,hugepages-1Gi=2Gi;1:memory=2Gi``.  The first
+#: occurrence of a map flag replaces the file's map, later ones add to it; feature gates from flags are merged over
+#: the file's (kubeletConfigFlagPrecedence in cmd/kubelet/app/server.go).
+FLAG_FIELDS = {
+    "topology-manager-policy": ("topologyManagerPolicy", "string"),
+    "topology-manager-scope": ("topologyManagerScope", "string"),
+    "topology-manager-policy-options": ("topologyManagerPolicyOptions", "pair"),
+    "cpu-manager-policy": ("cpuManagerPolicy", "string"),
+    "cpu-manager-policy-options": ("cpuManagerPolicyOptions", "pair"),
+    "reserved-cpus": ("reservedSystemCPUs", "string"),
+    "memory-manager-policy": ("memoryManagerPolicy", "string"),
+    "reserved-memory": ("reservedMemory", "reserved_memory"),
+    "kube-reserved": ("kubeReserved", "pairs"),
+    "system-reserved": ("systemReserved", "pairs"),
+    "eviction-hard": ("evictionHard", "langle"),
+    "feature-gates": ("featureGates", "gates"),
+}
+FIELD_FLAGS = dict((field, flag) for flag, (field, dummy_kind) in FLAG_FIELDS.items())
+#: flags whose value is always the next word when not given with '='
+VALUE_FLAGS = frozenset(list(FLAG_FIELDS) + ["config", "config-dir", "kubeconfig", "bootstrap-kubeconfig", "v",
+                                              "container-runtime-endpoint", "node-ip", "hostname-override"])
+#: the fields facts, the audit and the planner look at: the managed ones and those their validation needs
+RELEVANT_KEYS = MANAGED_KEYS + ("cpuManagerPolicyOptions", "kubeReserved", "systemReserved", "evictionHard",
+                                "featureGates")
+#: managed fields that are maps of options: the collection sets some options, the others stay the owner's
+OPTION_KEYS = ("topologyManagerPolicyOptions",)
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
+def flag_name(word):
+    """The kubelet's name of a flag word (``--topology_manager_policy`` and ``--topology-manager-policy`` are one:
+    cliflag.WordSepNormalizeFunc)."""
+    return word.replace("_", "-")
+
+
+def parse_command(words, start=1):
+    """Flags of a command line: ``words`` is ``[(word, origin)]`` (argv, ``start`` skips argv[0]); each flag is
+    ``{"name", "value", "text", "origin", "words": [indexes]}``, in order, as pflag reads them (``--name=value``,
+    ``--name value``; ``--`` ends the flags)."""
+    out = []
+    index = start
+    while index < len(words):
+        word, origin = words[index]
+        if word == "--":
+            break
+        if word.startswith("--") and len(word) > 2:
+            body = word[2:]
+            used = [index]
+            if "=" in body:
+                name, value = body.split("=", 1)
+                name = flag_name(name)
+            else:
+                name = flag_name(body)
+                nxt = words[index + 1][0] if index + 1 < len(words) else None
+                if nxt is not None and (name in VALUE_FLAGS or not nxt.startswith("-")):
+                    value = nxt
+                    used.append(index + 1)
+                    index += 1
+                else:
+                    value = "" if name in VALUE_FLAGS else "true"
+            out.append({"name": name, "value": value, "text": "--%s=%s" % (name, value), "origin": origin,
+                        "words": used})
+        elif len(word) == 2 and word[0] == "-" and word[1] != "-" and index + 1 < len(words) and \
+                not words[index + 1][0].startswith("-"):
+            index += 1  # a shorthand with its value (-v 2)
+        index += 1
+    return out
+
+
+def _bool(text, what):
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ParseError("%s: %r is not a boolean; the kubelet refuses to start" % (what, text))
+
+
+def _flag_value(kind, value, what):
+    """The pieces one flag adds: a string, or a list of ``(key, value)``, or a list of reserved-memory entries."""
+    if kind == "string":
+        return value
+    if kind == "pair":
+        if "=" not in value:
+            raise ParseError("%s: %r is not key=value; the kubelet refuses to start" % (what, value))
+        key, val = value.split("=", 1)
+        return [(key.strip(), val.strip())]
+    if kind in ("pairs", "gates", "langle"):
+        sep = "<" if kind == "langle" else "="
+        out = []
+        for item in value.split(","):
+            if not item:
+                continue
+            if sep not in item:
+                raise ParseError("%s: %r is not key%svalue; the kubelet refuses to start" % (what, item, sep))
+            key, val = item.split(sep, 1)
+            out.append((key.strip(), _bool(val.strip(), what) if kind == "gates" else val.strip()))
+        return out
+    entries = []  # reserved_memory
+    for reservation in value.split(";") if value else []:
+        node, sep, limits = reservation.partition(":")
+        if not sep or not node.strip().isdigit():
+            raise ParseError("%s: %r is not numaNode:type=quantity[,type=quantity]; the kubelet refuses to start"
+                             % (what, reservation))
+        pairs = {}
+        for item in limits.split(","):
+            key, sep, val = item.partition("=")
+            if not sep:
+                raise ParseError("%s: %r is not type=quantity; the kubelet refuses to start" % (what, item))
+            pairs[key.strip()] = val.strip()
+        entries.append({"numaNode": int(node), "limits": pairs})
+    return entries
+
+
+def flag_settings(flags):
+    """``{field: value}`` the relevant ``flags`` (from :func:`parse_command`) set, as the kubelet applies them."""
+    settings = {}
+    for flag in flags:
+        if flag["name"] not in FLAG_FIELDS:
+            continue
+        field, kind = FLAG_FIELDS[flag["name"]]
+        what = "--%s from %s" % (flag["name"], flag.get("source") or "the kubelet's command line")
+        piece = _flag_value(kind, flag["value"], what)
+        if kind == "string":
+            settings[field] = piece
+        elif kind == "reserved_memory":
+            settings[field] = (settings.get(field) or []) + piece if flag["value"] else []
+        else:
+            current = settings.setdefault(field, {})
+            current.update(piece)
+    return settings
+
+
+def relevant_flags(flags, describe=None):
+    """The flags that set a field the collection looks at, as plain data for facts and the planner:
+    ``{"flag", "name", "value", "key", "source", "origin"}``."""
+    out = []
+    for flag in flags:
+        if flag["name"] in FLAG_FIELDS:
+            origin = flag.get("origin") or {}
+            out.append({"flag": flag["text"], "name": flag["name"], "value": flag["value"],
+                        "key": FLAG_FIELDS[flag["name"]][0], "origin": origin,
+                        "source": describe(origin) if describe else (origin.get("file") or "the command line")})
+    return out
+
+
+def absolute(path, base="/"):
+    """A path as the kubelet resolves it (relative to its working directory, ``/`` under systemd)."""
+    return posixpath.normpath(posixpath.join(base, path)) if path else path
+
+
+# -- layers: the kubelet's sources in the order it applies them -------------------------------------------------------
+def relevant(data):
+    """The fields of a configuration the collection looks at (``null`` ones left out: they change nothing)."""
+    return dict((k, data[k]) for k in RELEVANT_KEYS if k in data and data[k] is not None)
+
+
+def flags_layer(flags, path):
+    """A layer of command-line flags (``flags`` from :func:`relevant_flags`)."""
+    return {"kind": "flags", "path": path, "flags": list(flags), "settings": flag_settings(flags)}
+
+
+def effective(layers):
+    """What the kubelet runs with: the config file, the drop-ins merged in order, then the command-line flags (a map
+    flag replaces the file's map, except feature gates, which are merged)."""
+    merged = {}
+    for layer in layers:
+        if layer["kind"] == "flags":
+            for key, value in layer["settings"].items():
+                if key == "featureGates" and isinstance(merged.get(key), dict):
+                    gates = dict(merged[key])
+                    gates.update(value)
+                    merged[key] = gates
+                else:
+                    merged[key] = value
+        else:
+            merged = merge(merged, layer["settings"])
+    return merged
+
+
+def decider(layers, key, option=None):
+    """Index of the layer that decides ``key`` (or one ``option`` of a map key) in :func:`effective`, or None."""
+    for index in range(len(layers) - 1, -1, -1):
+        layer = layers[index]
+        if key not in layer["settings"]:
+            continue
+        value = layer["settings"][key]
+        if layer["kind"] == "flags" or option is None or not isinstance(value, dict) or option in value:
+            return index
+    return None
+
+
+def _norm(key, value):
+    if key == "reservedMemory" and isinstance(value, list):
+        out = []
+        for entry in value:
+            if not isinstance(entry, dict):
+                return value
+            limits = {}
+            for kind, amount in (entry.get("limits") or {}).items():
+                try:
+                    limits[kind] = parse_quantity(amount, kind)
+                except InputError:
+                    limits[kind] = amount
+            out.append((entry.get("numaNode"), sorted(limits.items())))
+        return sorted(out, key=repr)
+    return value
+
+
+def describe_layer(layer, key=None):
+    """``--cpu-manager-policy=none ($KUBELET_EXTRA_ARGS from /etc/default/kubelet)`` or a file's path."""
+    if layer["kind"] != "flags":
+        return layer["path"]
+    flags = [f for f in layer["flags"] if key is None or f["key"] == key]
+    return ", ".join("%s (%s)" % (f["flag"], f["source"]) for f in flags) or layer["path"]
+
+
+def find_conflicts(layers, want, ours):
+    """The wanted values that do not reach the kubelet because a layer after ``ours`` (a later drop-in, a flag)
+    overrides them: ``[{"key", "option", "want", "value", "kind", "path", "source", "flags"}]``."""
+    eff = effective(layers)
+    out = []
+    for key in MANAGED_KEYS:
+        if key not in want:
+            continue
+        wanted = want[key]
+        checks = []
+        if key in OPTION_KEYS and isinstance(wanted, dict):
+            have = eff.get(key) if isinstance(eff.get(key), dict) else {}
+            checks = [(opt, wanted[opt], have.get(opt)) for opt in sorted(wanted) if have.get(opt) != wanted[opt]]
+        elif _norm(key, eff.get(key, DEFAULTS.get(key))) != _norm(key, wanted):
+            checks = [(None, wanted, eff.get(key, DEFAULTS.get(key)))]
+        for option, wanted_value, value in checks:
+            index = decider(layers, key, option)
+            if index is None or (ours is not None and index <= ours):
+                continue
+            layer = layers[index]
+            out.append({"key": key, "option": option, "want": wanted_value, "value": value, "kind": layer["kind"],
+                        "path": layer["path"], "source": describe_layer(layer, key),
+                        "flags": [f for f in layer.get("flags") or [] if f["key"] == key]})
+    return out
+
+
+def conflict_text(conflict):
+    """One sentence: what overrides what."""
+    name = conflict["key"] + ("." + conflict["option"] if conflict["option"] else "")
+    by = "the command-line flag %s" % conflict["source"] if conflict["kind"] == "flags" else \
+        "the later drop-in %s" % conflict["source"] if conflict["kind"] == "dropin" else conflict["source"]
+    return "%s=%s is overridden by %s (the kubelet gets %s)" % (
+        name, json.dumps(conflict["want"]), by, json.dumps(conflict["value"]))
+
+
+def walk_key(name):
+    """Sort key of a drop-in's path relative to --config-dir in the kubelet's walk (filepath.WalkDir: each directory's
+    entries by name, a subdirectory's files when its name comes)."""
+    return tuple(name.split("/"))
+
+
+def own_names(dropin_name):
+    """The names the collection's drop-in can have: ``dropin_name``, then names that sort later (on_conflict=override
+    moves it after a drop-in that overrides it)."""
+    base = re.sub(r"^[0-9]+-", "", dropin_name)
+    return [dropin_name, "99-" + base] + ["z" * n + "-" + base for n in (2, 4, 8, 16)]
+
+
+def _sets_other(layer, want):
+    """True when a layer sets a wanted key (or option) to something else."""
+    for key, wanted in want.items():
+        if key not in layer["settings"]:
+            continue
+        value = layer["settings"][key]
+        if key in OPTION_KEYS and isinstance(wanted, dict) and isinstance(value, dict):
+            if any(opt in value and value[opt] != wanted[opt] for opt in wanted):
+                return True
+        elif _norm(key, value) != _norm(key, wanted):
+            return True
+    return False
+
+
+def config_update(data, want):
+    """The top-level keys to write into the config file: ``want``, with a map of options merged into the file's own
+    (the options the collection does not set stay)."""
+    out = {}
+    for key, value in want.items():
+        if key in OPTION_KEYS and isinstance(value, dict) and isinstance(data.get(key), dict):
+            combined = dict(data[key])
+            combined.update(value)
+            out[key] = combined
+        else:
+            out[key] = value
+    return out
+
+
+def plan(layers, want, target, on_conflict="fail", own_content=None):
+    """The pure planner: ``layers`` (the kubelet's sources in its order, the collection's own drop-ins marked
+    ``ours``), the wanted fields, the ``target`` (``{"mode": "dropin", "dir", "name"}`` or ``{"mode": "config",
+    "path"}``) and what to do when something overrides the collection -> ``{"layers", "ours", "name", "content",
+    "delete", "conflicts", "overridden", "remove_flags", "before", "after"}``.
+
+    ``conflicts`` are the overrides left in place (on_conflict=ignore); ``overridden`` the ones the plan beats
+    (on_conflict=override: the drop-in renamed to sort last, the flags in ``remove_flags`` taken out of the
+    environment files that hold them).  on_conflict=fail raises a :class:`ConflictError` naming every override.
+    """
+    before = effective(layers)
+    others = [layer for layer in layers if not layer.get("ours")]
+    content = dict(own_content or {})
+    content.update(want)
+    delete = []
+    name = None
+    if target["mode"] == "dropin":
+        name = target["name"]
+        if on_conflict == "override":
+            rivals = [layer["name"] for layer in others if layer["kind"] == "dropin" and _sets_other(layer, want)]
+            name = next((n for n in own_names(target["name"]) if all(walk_key(n) > walk_key(r)[:1] for r in rivals)),
+                        None)
+            if name is None:
+                raise ConflictError("no name of the collection's drop-in sorts after %s" % ", ".join(rivals))
+        delete = [layer["path"] for layer in layers if layer.get("ours") and layer["name"] != name]
+        mine = {"kind": "dropin", "path": target["dir"].rstrip("/") + "/" + name, "name": name,
+                "settings": relevant(content), "ours": True}
+        after = [layer for layer in others if layer["kind"] != "flags"]
+        position = len([layer for layer in after if layer["kind"] == "config" or
+                        (layer["kind"] == "dropin" and walk_key(layer["name"]) < walk_key(name))])
+        after.insert(position, mine)
+        ours = position
+        after += [layer for layer in others if layer["kind"] == "flags"]
+    else:
+        after, ours = [], None
+        for layer in layers:
+            if layer["kind"] == "config" and layer["path"] == target["path"]:
+                layer = dict(layer, settings=merge(layer["settings"], config_update(layer["settings"], want)),
+                             ours=True)
+                ours = len(after)
+            after.append(layer)
+        if ours is None:
+            raise ApplyError("%s does not exist: the kubelet is not configured by a config file (kubeadm writes one)"
+                             % target["path"], {"path": target["path"]})
+    conflicts = find_conflicts(after, want, ours)
+    overridden, remove_flags = [], []
+    if conflicts and on_conflict == "override":
+        overridden = conflicts
+        blocked = [c for c in conflicts if c["kind"] != "flags"]
+        if blocked:
+            raise ConflictError(
+                "on_conflict=override cannot make %s win: %s; write a drop-in instead (mode=dropin, kubelet 1.30 or later "
+                "with --config-dir) or remove the key from that file" % (
+                    target.get("path") or name, "; ".join(conflict_text(c) for c in blocked)),
+                {"conflicts": blocked})
+        remove_flags = _flags_to_remove(conflicts, want)
+        flags_index = [i for i, layer in enumerate(after) if layer["kind"] == "flags"][0]
+        kept = [f for f in after[flags_index]["flags"] if f not in remove_flags]
+        after[flags_index] = flags_layer(kept, after[flags_index]["path"])
+        left = find_conflicts(after, want, ours)
+        if left:
+            raise ConflictError("on_conflict=override: %s still override the collection" % "; ".join(
+                conflict_text(c) for c in left), {"conflicts": left})
+        conflicts = []
+    elif conflicts and on_conflict == "fail":
+        raise ConflictError("refusing to write: %s. Nothing was written. Remove the override, or set on_conflict=override "
+                            "(the collection wins) or on_conflict=ignore (the other side keeps winning)"
+                            % "; ".join(conflict_text(c) for c in conflicts), {"conflicts": conflicts})
+    return {"layers": after, "ours": ours, "name": name, "content": content, "delete": delete,
+            "conflicts": conflicts, "overridden": overridden, "remove_flags": remove_flags,
+            "before": before, "after": effective(after)}
+
+
+def _flags_to_remove(conflicts, want):
+    """The flag occurrences on_conflict=override takes out; refuses those it cannot take out safely."""
+    out = []
+    for conflict in conflicts:
+        for flag in conflict["flags"]:
+            origin = flag.get("origin") or {}
+            if origin.get("how") != "EnvironmentFile" or not origin.get("var"):
+                where = "ExecStart= of %s" % origin.get("file") if origin.get("how") == "ExecStart" else \
+                    "Environment= in %s" % origin.get("file") if origin.get("how") == "Environment" else \
+                    "the running kubelet's command line (no unit file or environment file sets it)"
+                raise ConflictError(
+                    "on_conflict=override does not edit systemd units or unknown command lines: %s is set in %s; remove it "
+                    "there (then systemctl daemon-reload), or set on_conflict=ignore" % (flag["flag"], where),
+                    {"flag": flag["flag"], "origin": origin})
+            if flag["name"] == "topology-manager-policy-options":
+                key, dummy_sep, value = flag["value"].partition("=")
+                if key.strip() not in (want.get(conflict["key"]) or {}):
+                    raise ConflictError(
+                        "on_conflict=override would take %s (%s) out, and with it the option %s the collection does not "
+                        "set; move that option into the configuration first" % (flag["flag"], flag["source"], key.strip()),
+                        {"flag": flag["flag"]})
+            if flag not in out:
+                out.append(flag)
+    return out
+
+
+def changes(before, after, want):
+    """Per managed key ``{"before", "after"}`` of the effective values that change."""
+    out = {}
+    for key in MANAGED_KEYS:
+        if key in want:
+            old, new = before.get(key, DEFAULTS.get(key)), after.get(key, DEFAULTS.get(key))
+            if _norm(key, old) != _norm(key, new):
+                out[key] = {"before": old, "after": new}
+    return out
+
+
+def remove_flag_words(value, names):
+    """``value`` (a variable's value, split as systemd splits ``$VAR``) without the flags named ``names`` (and their
+    separate value word); the other words keep their exact text.  Returns ``(new value, removed flag texts)``."""
+    spans = word_spans(value)
+    flags = parse_command([(word, None) for word, dummy_start, dummy_end in spans], 0)
+    drop = set()
+    removed = []
+    for flag in flags:
+        if flag["name"] in names:
+            drop.update(flag["words"])
+            removed.append(flag["text"])
+    if not drop:
+        return value, []
+    kept = [(start, end) for index, (dummy_word, start, end) in enumerate(spans) if index not in drop]
+    lead = value[:spans[0][1]] if spans else ""
+    return lead + " ".join(value[start:end] for start, end in kept), removed
+
+
+def audit_target(kubelet_facts, mode="auto", dropin_name=DEFAULT_DROPIN_NAME):
+    """Where the kubelet_topology role would write on this node, from its facts (as :func:`choose_target`)."""
+    version = tuple(int(p) for p in str(kubelet_facts.get("version") or "").split(".")[:3] if p.isdigit()) or \
+        DROPIN_VERSION
+    config_dir = kubelet_facts.get("config_dir")
+    if config_dir and mode in ("auto", "dropin") and (version >= DROPIN_VERSION or mode == "dropin"):
+        return {"mode": "dropin", "dir": config_dir, "name": dropin_name}
+    return {"mode": "config", "path": kubelet_facts.get("config_file")}

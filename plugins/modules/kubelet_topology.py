@@ -200,15 +200,16 @@ diff:
 
 import json
 import time
-import traceback
 from urllib.parse import urlsplit
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, InputError, ParseError, RdmaNodeError,
+    ApplyError, InputError, RdmaNodeError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
     FileTransaction,
@@ -220,34 +221,9 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
 
-try:
-    import yaml
-    HAS_YAML = True
-    YAML_ERROR = None
-except ImportError:
-    HAS_YAML = False
-    YAML_ERROR = traceback.format_exc()
-
 # a drop-in the kubelet reads from --config-dir: *.conf, not hidden
 DROPIN_NAME_RE = conf_name_pattern(".conf")
-FLAG_FILES = ("/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet")
-
-
-def load_yaml(text, path):
-    """A KubeletConfiguration document as a dict; malformed YAML is a ParseError naming the file."""
-    try:
-        data = yaml.safe_load(text) if text and text.strip() else {}
-    except yaml.YAMLError as exc:
-        raise ParseError("%s is not valid YAML: %s" % (path, str(exc).replace("\n", " ")), {"path": path}) from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ParseError("%s must hold a YAML mapping (a KubeletConfiguration)" % path, {"path": path})
-    return data
-
-
-def dump_yaml(data):
-    return yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
+ON_CONFLICT = ("fail", "override", "ignore")
 
 
 class Kubelet:
@@ -266,24 +242,15 @@ class Kubelet:
             raise ApplyError("kubelet --version failed: %s" % (err or out).strip())
         return kub.parse_kubelet_version(out)
 
-    def flags(self):
-        """Flags of the running kubelet (its /proc cmdline) over those of kubeadm's and the distribution's env files."""
-        flags = {}
-        for path in FLAG_FILES:
-            for line in (self.host.read_text(path) or "").splitlines():
-                if "=" in line and not line.lstrip().startswith("#"):
-                    flags.update(kub.parse_flags(line.split("=", 1)[1]))
-        pid = self.main_pid()
-        if pid:
-            cmdline = (self.host.read_text("/proc/%d/cmdline" % pid) or "").replace("\0", " ")
-            flags.update(kub.parse_flags(cmdline))
-        return flags
-
     def main_pid(self):
         rc, out, dummy_err = self.commands.run_kernel(["systemctl", "show", "kubelet", "-p", "MainPID", "--value"])
         if rc == 0 and out.strip().isdigit() and int(out.strip()):
             return int(out.strip())
         return None
+
+    def running_pid(self):
+        """The kubelet's main process: systemd's MainPID, else the first process named kubelet."""
+        return self.main_pid() or kh.find_pid(self.host)
 
     def cpus_online(self):
         text = self.host.read_attr("/sys/devices/system/cpu/online")
@@ -340,23 +307,8 @@ class Kubelet:
             time.sleep(1)
 
 
-def persisted_config(node, target, config_path, dropin_path):
-    """(config.yaml data, drop-in data list, merged) with the kubelet's merge order; our drop-in left out."""
-    config_text = node.host.read_text(config_path)
-    base = load_yaml(config_text or "", config_path)
-    merged = dict(base)
-    if target[0] == "dropin":
-        for name in node.host.listdir(target[1]):
-            path = target[1].rstrip("/") + "/" + name
-            if name.endswith(".conf") and path != dropin_path:
-                merged = kub.merge(merged, load_yaml(node.host.read_text(path) or "", path))
-    return base, merged
-
-
-def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too-many-statements
-    params = module.params
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib("PyYAML (python3-yaml)"), exception=YAML_ERROR)
+def check_params(params):
+    """Strict checks of the options the argument spec cannot express; each message names the option and value."""
     if params["reserved_system_cpus"] is not None:
         kub.parse_cpuset(params["reserved_system_cpus"], "reserved_system_cpus")
     name = params["dropin_name"]
@@ -377,80 +329,147 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
         raise InputError("nothing to do: set at least one of topology_manager_policy, topology_manager_scope, "
                          "topology_manager_policy_options, cpu_manager_policy, reserved_system_cpus, memory_manager_policy, "
                          "reserved_memory")
+    return want
+
+
+def resolve_target(params, version, line):
+    """``(target dict for kub.plan, config path)`` from the mode and the kubelet's command line."""
+    config = line["config"]
+    if config is None and line["source"] is None:
+        config = params["config"]  # nothing says how the kubelet starts: the documented default
+    flags = dict((k, v) for k, v in (("config", config), ("config-dir", line["config_dir"])) if v)
+    mode, where = kub.choose_target(params["mode"], version, flags, params["config"])
+    if mode == "dropin":
+        return {"mode": "dropin", "dir": where, "name": params["dropin_name"]}, config
+    if config is None:
+        raise ApplyError("the kubelet runs without --config (its command line from %s): it reads no config file to edit; "
+                         "use mode=dropin with --config-dir (kubelet 1.30 or later), or start it with --config"
+                         % (line["unit"] or "its process"))
+    return {"mode": "config", "path": where}, config
+
+
+def flag_edits(host, remove_flags):
+    """FilePlans that take the ``remove_flags`` (from kub.plan) out of the environment files that set them."""
+    by_file = {}
+    for flag in remove_flags:
+        origin = flag["origin"]
+        by_file.setdefault(origin["file"], {}).setdefault(origin["var"], set()).add(flag["name"])
+    plans = []
+    for path in sorted(by_file):
+        state = observe_file(host, path)
+        text = state.content or ""
+        for var, names in sorted(by_file[path].items()):
+            assignment = [a for a in _systemd.parse_env_file(text) if a["name"] == var and a["value"] is not None][-1]
+            value, removed = kub.remove_flag_words(assignment["value"], names)
+            if not removed:
+                raise ApplyError("%s: %s does not hold %s any more; nothing was written" % (path, var, ", ".join(sorted(names))),
+                                 {"path": path})
+            text = _systemd.replace_env_value(text, assignment, value)
+        if _systemd.env_assignments(text) == _systemd.env_assignments(state.content or ""):
+            continue
+        plans.append(plan_file(state, text, state.mode, state.uid, state.gid))
+    return plans
+
+
+def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too-many-statements
+    params = module.params
+    want = check_params(params)
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
     node = Kubelet(module, host, commands)
     version = node.version()
-    flags = node.flags()
-    target = kub.choose_target(params["mode"], version, flags, params["config"])
-    config_path = flags.get("config", params["config"])
-    dropin_path = target[1].rstrip("/") + "/" + name if target[0] == "dropin" else None
-    base, current = persisted_config(node, target, config_path, dropin_path)
-    ours = {}
-    if dropin_path:
-        ours = load_yaml(host.read_text(dropin_path) or "", dropin_path)
-        current_with_ours = kub.merge(current, ours)
-    else:
-        current_with_ours = current
-    for warning in kub.validate(want, current_with_ours, version, node.cpus_online(), node.numa_nodes()):
+    line = kh.command_line(host, node.running_pid())
+    for problem in line["problems"]:
+        module.warn("%s: %s" % (problem["what"], problem["error"]))
+    target, config_path = resolve_target(params, version, line)
+    layers, documents = kh.config_layers(host, config_path, line["config_dir"], params["dropin_name"])
+    layers.append(kub.flags_layer(line["flags"], line["flags_from"] or "the kubelet's command line"))
+    own = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+    for layer in layers:
+        if layer.get("ours"):
+            own.update(documents[layer["path"]]["data"])
+    planned = kub.plan(layers, want, target, params["on_conflict"], own)
+    after = planned["after"]
+    for warning in kub.validate(want, after, version, node.cpus_online(), node.numa_nodes()):
         module.warn(warning)
-    changes = kub.key_changes(current_with_ours, want)
+    for conflict in planned["conflicts"]:
+        module.warn("on_conflict=ignore: " + kub.conflict_text(conflict))
+    # a flag only the running kubelet still has (its unit no longer sets it): a restart clears it
+    stale_flags = []
+    if line["live_flags"] is not None and line["flags_from"] != "/proc/%s/cmdline" % line["pid"]:
+        live_layers = planned["layers"][:-1] + [kub.flags_layer(line["live_flags"], "/proc/%d/cmdline" % line["pid"])]
+        persistent = set(f["flag"] for f in line["flags"])
+        for conflict in kub.find_conflicts(live_layers, want, planned["ours"]):
+            if any(f["flag"] not in persistent for f in conflict["flags"]):
+                stale_flags.append(conflict)
+                module.warn("the running kubelet: %s; its unit no longer sets that flag, a restart clears it"
+                            % kub.conflict_text(conflict))
+    changes = kub.changes(planned["before"], after, want)
     result = Result()
-    result.observed = {"kubelet_version": ".".join(str(p) for p in version),
-                       "persisted": dict((k, current_with_ours.get(k)) for k in kub.MANAGED_KEYS if k in current_with_ours),
-                       "state_files": dict((p, node.state_policy(p)) for p in kub.STATE_FILES.values())}
-    result.extra.update({"changes": changes, "target": {"mode": target[0], "path": dropin_path or config_path},
+    path = planned["layers"][planned["ours"]]["path"]
+    result.observed = {
+        "kubelet_version": ".".join(str(p) for p in version),
+        "persisted": dict((k, planned["before"][k]) for k in kub.MANAGED_KEYS if k in planned["before"]),
+        "state_files": dict((p, node.state_policy(p)) for p in kub.STATE_FILES.values()),
+        "command_line": {"source": line["source"], "unit": line["unit"], "pid": line["pid"], "config": config_path,
+                         "config_dir": line["config_dir"], "flags": ["%s (%s)" % (f["flag"], f["source"])
+                                                                     for f in line["flags"]]},
+        "config_format": documents[config_path]["fmt"] if config_path in documents else None,
+        "dropins": [layer["path"] for layer in layers if layer["kind"] == "dropin"],
+    }
+    result.extra.update({"changes": changes, "target": {"mode": target["mode"], "path": path},
+                         "conflicts": planned["conflicts"], "overridden": planned["overridden"],
                          "removed_state_files": []})
-    if target[0] == "dropin":
-        content = dict(ours) if ours else {}
-        content.setdefault("apiVersion", "kubelet.config.k8s.io/v1beta1")
-        content.setdefault("kind", "KubeletConfiguration")
-        content.update(want)
-        state = observe_file(host, dropin_path)
-        plans = [plan_file(state, "# Managed by rdma.k8s_node.kubelet_topology\n" + dump_yaml(content), 0o644)]
+    if target["mode"] == "dropin":
+        state = observe_file(host, path)
+        plans = [plan_file(state, kub.render_own_dropin(planned["content"]), 0o644)]
+        plans += [plan_file(observe_file(host, gone), None, 0o644) for gone in planned["delete"]]
     else:
+        doc = documents[config_path]
+        updates = dict((k, v) for k, v in kub.config_update(doc["data"], want).items()
+                       if k not in doc["data"] or doc["data"][k] != v)
+        text = kub.edit_document(doc["text"], doc["fmt"], updates, config_path) if updates else doc["text"]
         state = observe_file(host, config_path)
-        if not state.exists:
-            raise ApplyError("%s does not exist: the kubelet is not configured by a config file (kubeadm writes one)" % config_path)
-        text = state.content
-        for key in kub.MANAGED_KEYS:
-            if key in want and base.get(key) != want[key]:
-                text = kub.replace_top_level(text, key, dump_yaml({key: want[key]}))
-        check = load_yaml(text, config_path + " (after editing)")
-        for key, value in want.items():
-            if check.get(key) != value:
-                raise ApplyError("editing %s did not give %s=%r" % (config_path, key, value))
         plans = [plan_file(state, text, state.mode, state.uid, state.gid)]
-    plans = [p for p in plans if p.changed]
+    env_plans = flag_edits(host, planned["remove_flags"])
+    plans = [p for p in plans + env_plans if p.changed]
     if module._diff and changes:
         result.diffs.append({"before": dict((k, v["before"]) for k, v in changes.items()),
                              "after": dict((k, v["after"]) for k, v in changes.items()),
-                             "before_header": "KubeletConfiguration (%s)" % (dropin_path or config_path),
-                             "after_header": "KubeletConfiguration (%s)" % (dropin_path or config_path)})
+                             "before_header": "KubeletConfiguration (%s)" % path,
+                             "after_header": "KubeletConfiguration (%s)" % path})
+    for plan in env_plans:
+        if plan.changed and module._diff:
+            result.diffs.append(plan.diff())  # another tool's file: the diff shows every line that changes
     for plan in plans:
         result.add(plan.action())
     stale_states = kub.state_files_to_remove(changes)
     # a state file written under another policy (a previous run without the restart, or by hand)
-    for key, path in kub.STATE_FILES.items():
-        wanted = kub.merge(current_with_ours, want).get(key, kub.DEFAULTS[key])
-        policy = result.observed["state_files"][path]
-        if policy is not None and policy.lower() != str(wanted).lower() and path not in stale_states:
-            stale_states.append(path)
+    for key, state_path in kub.STATE_FILES.items():
+        wanted = after.get(key, kub.DEFAULTS[key])
+        policy = result.observed["state_files"][state_path]
+        if policy is not None and policy.lower() != str(wanted).lower() and state_path not in stale_states:
+            stale_states.append(state_path)
     if stale_states and not params["restart"]:
         raise InputError("changing %s needs restart=true (drain the node first): the kubelet must be stopped while %s "
                          "is removed, or it crash-loops on the next start" % (", ".join(sorted(
                              k for k, p in kub.STATE_FILES.items() if p in stale_states)), ", ".join(stale_states)))
-    needs_restart = bool(plans) or bool(stale_states)
+    needs_restart = bool(plans) or bool(stale_states) or bool(stale_flags)
     if needs_restart and params["restart"]:
-        for path in stale_states:
-            if host.exists(path):
-                result.add(action("delete_file", path))
+        for state_path in stale_states:
+            if host.exists(state_path):
+                result.add(action("delete_file", state_path))
         result.add(action("restart", "kubelet"))
     elif needs_restart:
         result.need_restart("kubelet")
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
+    return apply(module, node, host, params, plans, stale_states, needs_restart, result)
 
+
+def apply(module, node, host, params, plans, stale_states, needs_restart, result):  # pylint: disable=too-many-arguments
+    """Stop the kubelet and move stale state files aside (when restarting), write the files, restart and watch it;
+    any failure puts files and state files back and starts the kubelet again."""
     restarting = needs_restart and params["restart"]
     saved_states = []
     if restarting:
@@ -502,7 +521,6 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
                 module.warn("could not remove the saved copy %s%s: %s" % (path, ROLLBACK_SUFFIX, getattr(exc, "strerror", None) or exc))
     return result.as_dict(with_diff=module._diff)
 
-
 ROLLBACK_SUFFIX = ".rdma-k8s-node-rollback"
 
 
@@ -547,6 +565,7 @@ def main():
             restart_timeout=dict(type="int", default=60),
             settle_time=dict(type="int", default=15),
             healthz_url=dict(type="str", default="http://127.0.0.1:10248/healthz"),
+            on_conflict=dict(type="str", default="fail", choices=list(ON_CONFLICT)),
             backup=dict(type="bool", default=False),
             host_root=dict(type="path", default="/"),
         ),
