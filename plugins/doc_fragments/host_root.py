@@ -19,8 +19,10 @@ options:
         and written under it.
       - Use V(/) on the node itself, or the mount point of the host's root when running from a pod or container that
         mounts it (for example V(/host)).
-      - Symbolic links are resolved by the operating system; kernel trees (sysfs) only contain relative links, so
-        they stay under the root.
+      - Paths resolve exactly as inside a chroot at this directory (docs/security.md) - an absolute symbolic link
+        target starts again at it, C(..) never climbs above it, and a file the module owns that is itself a symbolic
+        link is never written through. Trees mounted under it (a pod's C(/host) with the host's mounts) are seen as
+        the host sees them.
       - It must be an existing directory; the module fails before reading anything otherwise.
     type: path
     default: /
