@@ -147,6 +147,15 @@ class HostRoot:
             raise HostRootError("host_root %s is not a directory" % root, {"host_root": root})
         self.root = os.path.realpath(root)
         self._openat2 = _Openat2.get() if use_openat2 and self.root != "/" else None
+        self._root_fd = None  # opened on the first openat2 (one descriptor for the module's life)
+
+    def __del__(self):
+        if getattr(self, "_root_fd", None) is not None:
+            try:
+                os.close(self._root_fd)
+            except OSError:
+                pass
+            self._root_fd = None
 
     # -- resolution ---------------------------------------------------------------------
     @staticmethod
@@ -250,13 +259,11 @@ class HostRoot:
             return os.open(node_path, flags | _O_CLOEXEC, mode)
         if self._openat2 is not None:
             self._check(node_path)
-            root_fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
-            try:
-                # openat2 refuses a mode without O_CREAT (EINVAL), unlike open
-                return self._openat2(root_fd, node_path.lstrip("/") or ".", flags | _O_CLOEXEC,
-                                     mode if flags & os.O_CREAT else 0)
-            finally:
-                os.close(root_fd)
+            if self._root_fd is None:
+                self._root_fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+            # openat2 refuses a mode without O_CREAT (EINVAL), unlike open
+            return self._openat2(self._root_fd, node_path.lstrip("/") or ".", flags | _O_CLOEXEC,
+                                 mode if flags & os.O_CREAT else 0)
         follow = flags & _O_NOFOLLOW == 0
         canonical = self.chase(node_path, follow_last=follow, missing_ok=bool(flags & os.O_CREAT))
         if canonical is None:
