@@ -15,6 +15,7 @@ import json
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 
@@ -100,63 +101,55 @@ def containerd_facts(host, commands=None, config="/etc/containerd/config.toml", 
     return out
 
 
-def _config_texts(host, config, config_dir):
-    """``[(path, text)]`` of the kubelet config and its ``.conf`` drop-ins that exist, in the kubelet's order."""
-    paths = [config]
-    if config_dir:
-        paths += [config_dir.rstrip("/") + "/" + n for n in host.listdir(config_dir) if n.endswith(".conf")]
-    return [(path, text) for path, text in ((path, host.read_text(path)) for path in paths) if text is not None]
-
-
-def _merged_config(texts, problems):
-    """The drop-ins merged over the config, or None when PyYAML is missing; YAML errors go to ``problems``."""
-    if not texts:
-        return {}
-    try:
-        import yaml  # pylint: disable=import-outside-toplevel  # about 8 ms: only when there is a config to read
-    except ImportError:
-        problems.append({"what": "kubelet config", "error": "PyYAML is not installed: settings not read"})
-        return None
-    merged = {}
-    for path, text in texts:
-        try:
-            data = yaml.safe_load(text) or {}
-            merged = kub.merge(merged, data if isinstance(data, dict) else {})
-        except yaml.YAMLError as exc:
-            problems.append({"what": path, "error": str(exc).replace("\n", " ")})
-    return merged
-
-
-def kubelet_facts(host, commands=None, config="/var/lib/kubelet/config.yaml", pids=None):
-    """kubelet: config path, drop-in dir, topology/CPU/memory manager settings and state-file policies (``pids`` as
-    for :func:`containerd_facts`)."""
+def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, dropin_name=kub.DEFAULT_DROPIN_NAME):
+    """kubelet: how it starts (command line, unit, flags), its config file and drop-ins as layers in the kubelet's
+    order, the effective topology/CPU/memory manager settings (files, then flags) and state-file policies (``pids``
+    as for :func:`containerd_facts`).  ``layers`` feed the same planner the module uses (``_kubelet.plan``)."""
     problems = []
     pid = (_pids_of(host, ("kubelet",)) if pids is None else pids).get("kubelet")
-    flags = {}
-    if pid:
-        flags = kub.parse_flags((host.read_text("/proc/%d/cmdline" % pid) or "").replace("\0", " "))
-    out = {"running": bool(pid), "version": None, "config_file": flags.get("config", config),
-           "config_dir": flags.get("config-dir"), "settings": {}, "state_files": {}, "problems": problems}
+    try:
+        line = kh.command_line(host, pid)
+    except RdmaNodeError as exc:
+        problems.append({"what": "kubelet command line", "error": exc.msg})
+        line = {"running": bool(pid), "pid": pid, "unit": None, "source": None, "config": None, "config_dir": None,
+                "flags": [], "flags_from": None, "live_flags": None, "problems": []}
+    problems.extend(line["problems"])
+    config_file = line["config"] or (config if line["source"] is None else None)
+    out = {"running": bool(pid), "version": None, "config_file": config_file, "config_dir": line["config_dir"],
+           "command_line": {"source": line["source"], "unit": line["unit"], "flags_from": line["flags_from"]},
+           "settings": {}, "layers": [], "live_flags": line["live_flags"], "state_files": {}, "problems": problems}
     if commands is not None and commands.find("kubelet"):
         rc, text, dummy_err = commands.run(["kubelet", "--version"])
         try:
             out["version"] = ".".join(str(p) for p in kub.parse_kubelet_version(text)) if rc == 0 else None
         except RdmaNodeError as exc:
             problems.append({"what": "kubelet --version", "error": exc.msg})
+    read_problems = []
     try:
-        merged = _merged_config(_config_texts(host, out["config_file"], out["config_dir"]), problems)
+        layers, dummy_docs = kh.config_layers(host, config_file, line["config_dir"], dropin_name, read_problems)
     except RdmaNodeError as exc:  # an unreadable config is a problem of this section, not of rdma_facts
-        problems.append({"what": "kubelet config", "error": exc.msg})
-        merged = None  # settings unknown (left empty), not the kubelet's defaults
-    if merged is not None:
-        out["settings"] = dict((key, merged.get(key, kub.DEFAULTS.get(key))) for key in kub.MANAGED_KEYS)
+        read_problems.append({"what": "kubelet config", "error": exc.msg})
+        layers = None
+    for problem in read_problems:
+        if problem["error"].startswith(problem["what"] + " is YAML: reading it needs PyYAML"):
+            problem = {"what": "kubelet config", "error": "PyYAML is not installed: settings not read"}
+        if problem not in problems:
+            problems.append(problem)
+    if layers is not None and not read_problems:
+        try:
+            layers.append(kub.flags_layer(line["flags"], line["flags_from"] or "the kubelet's command line"))
+            merged = kub.effective(layers)
+            out["layers"] = layers
+            out["settings"] = dict((key, merged.get(key, kub.DEFAULTS.get(key))) for key in kub.MANAGED_KEYS)
+        except RdmaNodeError as exc:  # a flag value the kubelet would refuse
+            problems.append({"what": "kubelet flags", "error": exc.msg})
     for key, path in kub.STATE_FILES.items():
         text = host.read_text(path)
         policy = None
         if text is not None:
             try:
                 policy = json.loads(text).get("policyName")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 policy = "unreadable"
         out["state_files"][key] = {"path": path, "policy": policy}
     return out

@@ -20,9 +20,23 @@ description:
     an unknown policy, an option the installed kubelet does not accept, C(static) CPU manager without reserved CPUs,
     C(Static) memory manager whose reserved memory does not equal kube + system reserved + the hard eviction
     threshold, reserved CPUs that are not online, NUMA nodes that do not exist.
+  - Reads the kubelet as it starts. The command line is the running kubelet's C(/proc/<pid>/cmdline) (what runs now)
+    and the one systemd builds for the next start from C(kubelet.service), its drop-ins (an empty C(ExecStart=)
+    resets), C(Environment=) and C(EnvironmentFile=) (C(-) prefix optional), with C($VAR) and C(${VAR}) expanded as
+    systemd does (kubeadm's C(kubeadm-flags.env), C(/etc/default/kubelet), C(/etc/sysconfig/kubelet), EKS's and
+    kubespray's files). Without a unit and without a running kubelet those three files are read as they are.
   - Writes a drop-in in the kubelet's C(--config-dir) when the kubelet runs with one and is 1.30 or later (it survives
-    C(kubeadm upgrade), which rewrites C(config.yaml)); otherwise edits only the managed top-level keys of
-    C(/var/lib/kubelet/config.yaml) (or the kubelet's C(--config)), keeping the rest of the file as it is.
+    C(kubeadm upgrade), which rewrites C(config.yaml)); otherwise edits only the managed top-level keys of the
+    kubelet's C(--config) file, keeping the rest of the file as it is. A JSON file (EKS
+    C(/etc/kubernetes/kubelet/kubelet-config.json), nodeadm C(config.json)) stays JSON with its key order, values and
+    indentation; a YAML file stays YAML with its comments. The result is parsed back and must differ from the
+    original only in the collection's keys, or nothing is written.
+  - Merges the config file, every C(*.conf) under C(--config-dir) in the kubelet's order (its directory walk, by name,
+    later wins; JSON content in a C(.conf) file is read too) and the command-line flags that override configuration
+    fields (C(--topology-manager-policy), C(--topology-manager-scope), C(--topology-manager-policy-options),
+    C(--cpu-manager-policy), C(--reserved-cpus), C(--memory-manager-policy), C(--reserved-memory), and for the checks
+    C(--kube-reserved), C(--system-reserved), C(--eviction-hard), C(--feature-gates)). A later drop-in or a flag that
+    overrides a value this module sets is a conflict, handled as O(on_conflict) says.
   - A change of the CPU or memory manager policy needs the kubelet stopped, its state file
     (C(cpu_manager_state), C(memory_manager_state)) removed, and a start, so it requires O(restart=true)
     (drain the node first; the C(kubelet_topology) role can). Other changes restart only with O(restart=true).
@@ -93,7 +107,10 @@ options:
     type: str
     default: 50-rdma-k8s-node-topology.conf
   config:
-    description: The kubelet config file when the kubelet's flags do not name one.
+    description:
+      - The kubelet config file when nothing says how the kubelet starts (no running kubelet, no C(kubelet.service),
+        no flag file). When its command line is known, its C(--config) is used, and a kubelet without C(--config) has
+        no config file to edit (O(mode=config) then fails).
     type: path
     default: /var/lib/kubelet/config.yaml
   restart:
@@ -116,6 +133,23 @@ options:
     description: The kubelet's health endpoint, an C(http://) or C(https://) URL.
     type: str
     default: http://127.0.0.1:10248/healthz
+  on_conflict:
+    description:
+      - What to do when a later drop-in in C(--config-dir) or a command-line flag overrides a value this module sets
+        (the kubelet would never see the module's value).
+      - V(fail) refuses, names every overriding file or flag and writes nothing.
+      - V(override) makes the module's value win. Against a drop-in, the module's own drop-in is renamed to sort after
+        every drop-in that sets another value (V(99-<name>), then V(zz-<name>) ...; the old one is removed); the other
+        tool's file is not touched, so its own regeneration (nodeadm writes its drop-in at every boot) cannot undo it.
+        Against a flag set in an environment file (C(kubeadm-flags.env), C(/etc/default/kubelet), an
+        C(EnvironmentFile=)), the flag is taken out of that variable (the diff shows the file); the config files then
+        decide. A flag written in a systemd unit (C(ExecStart=), C(Environment=)) or an override of the config file by
+        a drop-in (O(mode=config)) is refused with the reason.
+      - V(ignore) writes the module's file as usual, warns, and returns the overrides in RV(conflicts); the other side
+        keeps winning until it is removed.
+    type: str
+    choices: [fail, override, ignore]
+    default: fail
   backup:
     description:
       - Keep a timestamped copy of each edited file next to it.
@@ -123,10 +157,12 @@ options:
     type: bool
     default: false
 requirements:
-  - PyYAML on the node (C(python3-yaml)).
+  - PyYAML on the node (C(python3-yaml)) for YAML configuration files; JSON ones (EKS) need nothing but Python.
 notes:
-  - The kubelet's flags are read from its running process, C(/var/lib/kubelet/kubeadm-flags.env) and
-    C(/etc/default/kubelet); its version from C(kubelet --version).
+  - The kubelet's version comes from C(kubelet --version).
+  - A flag only the running kubelet still has (its unit no longer sets it) is reported and needs a restart.
+  - See C(docs/kubelet.md) for the order the kubelet reads its sources in and what each tool (kubeadm, EKS, kubespray)
+    writes.
 seealso:
   - module: rdma.k8s_node.containerd_rdma
 """
@@ -138,6 +174,13 @@ EXAMPLES = r"""
     topology_manager_scope: pod
     cpu_manager_policy: static
     reserved_system_cpus: "0-1"
+    restart: true
+
+- name: The same on a node whose kubeadm-flags.env passes --cpu-manager-policy=none (the flag is taken out)
+  rdma.k8s_node.kubelet_topology:
+    cpu_manager_policy: static
+    reserved_system_cpus: "0-1"
+    on_conflict: override
     restart: true
 """
 
@@ -185,8 +228,35 @@ observed:
     state_files:
       description: C(policyName) of each manager state file (null when absent).
       type: dict
+    command_line:
+      description:
+        - How the kubelet starts, C(source) V(process), V(unit) or V(env files) (where C(config) and C(config_dir)
+          come from), the unit, the pid, and the flags that override configuration fields with where each is set.
+      type: dict
+    config_format:
+      description: V(json) or V(yaml), the format of the config file.
+      type: str
+    dropins:
+      description: The drop-ins the kubelet merges, in its order.
+      type: list
+      elements: str
   sample: {"kubelet_version": "1.31.4", "persisted": {"topologyManagerPolicy": "none"},
            "state_files": {"/var/lib/kubelet/cpu_manager_state": "none"}}
+conflicts:
+  description:
+    - With O(on_conflict=ignore), the overrides left in place; each names the key (and option), the wanted and the
+      effective value, and the overriding drop-in or flag with the file that sets it.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"key": "cpuManagerPolicy", "option": null, "want": "static", "value": "none", "kind": "flags",
+            "path": "/usr/lib/systemd/system/kubelet.service",
+            "source": "--cpu-manager-policy=none ($KUBELET_EXTRA_ARGS from /etc/default/kubelet)", "flags": []}]
+overridden:
+  description: With O(on_conflict=override), the overrides the module beat (same shape as RV(conflicts)).
+  returned: always
+  type: list
+  elements: dict
 removed_state_files:
   description: State files removed because their manager's policy changed.
   returned: always

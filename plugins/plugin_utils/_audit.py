@@ -25,6 +25,7 @@ from ansible.module_utils.common.validation import check_type_bool, check_type_i
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as _kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs
 
@@ -51,7 +52,7 @@ DESIRED_VARS = (
     "containerd_rdma_memlock", "containerd_rdma_cdi",
     "kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
     "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
-    "kubelet_topology_memory_manager_policy",
+    "kubelet_topology_memory_manager_policy", "kubelet_topology_mode",
     "rdma_k8s_node_doca_ofed", "doca_ofed_version", "doca_ofed_profile",
     "nvidia_peermem_method", "rdma_audit_ofed_version",
     "rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu",
@@ -198,7 +199,7 @@ def _kernel(checks, facts, desired):
     wanted = []
     if desired.get("rdma_kernel_iommu_passthrough", True):
         wanted.append("iommu=pt")
-    if desired.get("rdma_kernel_vendor_iommu", True):
+    if desired.get("rdma_kernel_vendor_iommu", False):
         arg = _cmdline.iommu_vendor_arg(facts.get("cpu_vendor"))
         if arg:
             wanted.append(arg)
@@ -534,6 +535,25 @@ _KUBELET_KEYS = (
 )
 
 
+def _kubelet_want(desired):
+    """The KubeletConfiguration fields the role's variables ask for, as the module computes them."""
+    params = dict((var[len("kubelet_topology_"):], desired.get(var)) for var, dummy_key in _KUBELET_KEYS)
+    if not params.get("topology_manager_policy_options"):
+        params["topology_manager_policy_options"] = None
+    return _kub.desired_settings(params)
+
+
+def _override_remedy(conflict):
+    if conflict["kind"] == "flags":
+        origins = [f.get("origin") or {} for f in conflict["flags"]]
+        if all(o.get("how") == "EnvironmentFile" and o.get("var") for o in origins):
+            return ("remove %s, or run the kubelet_topology role with kubelet_topology_on_conflict=override (it takes the "
+                    "flag out of %s)" % (conflict["source"], ", ".join(sorted(set(o["file"] for o in origins)))))
+        return "remove %s from the kubelet's command line (systemd unit: then systemctl daemon-reload)" % conflict["source"]
+    return ("remove %s from %s, or run the kubelet_topology role with kubelet_topology_on_conflict=override (its drop-in "
+            "then sorts after it)" % (conflict["key"], conflict["source"]))
+
+
 def _kubelet(checks, facts, desired):
     kubelet = (facts.get("runtime") or {}).get("kubelet")
     if desired is None or kubelet is None:
@@ -549,10 +569,19 @@ def _kubelet(checks, facts, desired):
         if value in (None, {}, ""):
             continue
         want[key], have[key] = value, settings.get(key)
+    layers = kubelet.get("layers") or []
     if want:
+        deciders = []
+        for key in sorted(k for k in want if want[k] != have[k]):
+            index = _kub.decider(layers, key) if layers else None
+            if index is not None:
+                deciders.append("%s from %s" % (key, _kub.describe_layer(layers[index], key)))
         checks.add("kubelet.topology", "ok" if want == have else "drift", desired=want, persisted=have,
                    live="running" if kubelet.get("running") else "not running",
-                   remedy="run the kubelet_topology role (kubelet_topology_restart_ok=true to restart kubelet)")
+                   remedy="run the kubelet_topology role (kubelet_topology_restart_ok=true to restart kubelet)",
+                   detail="set by " + "; ".join(deciders) if deciders else None)
+    if want and layers:
+        _kubelet_overrides(checks, kubelet, layers, desired)
     for key, state in sorted((kubelet.get("state_files") or {}).items()):
         configured = settings.get(key)
         policy = (state or {}).get("policy")
@@ -561,6 +590,40 @@ def _kubelet(checks, facts, desired):
                        persisted=state.get("path"),
                        remedy="stop kubelet, remove %s, start kubelet (kubelet_topology does this)" % state.get("path"),
                        detail="kubelet refuses to start when its state file names another policy")
+
+
+def _kubelet_overrides(checks, kubelet, layers, desired):
+    """Later drop-ins and flags that override what the role sets, judged by the module's own planner (kub.plan)."""
+    want = _kubelet_want(desired)
+    target = _kub.audit_target(kubelet, desired.get("kubelet_topology_mode") or "auto")
+    if target["mode"] == "config" and not any(layer["kind"] == "config" for layer in layers):
+        checks.add("kubelet.override", "unknown", detail="the kubelet reads no config file (%s) and the role would not "
+                   "write a drop-in: where its settings would go is unknown" % (kubelet.get("config_file") or "no --config"))
+        return
+    try:
+        planned = _kub.plan(layers, want, target, "ignore")
+    except RdmaNodeError as exc:
+        checks.add("kubelet.override", "unknown", detail=exc.msg)
+        return
+    found = set()
+    for conflict in planned["conflicts"]:
+        subject = conflict["key"] + ("." + conflict["option"] if conflict["option"] else "")
+        found.update(f["flag"] for f in conflict["flags"])
+        checks.add("kubelet.override", "fail", subject=subject, desired=conflict["want"], live=conflict["value"],
+                   persisted=conflict["source"], remedy=_override_remedy(conflict),
+                   detail="%s: the role's setting cannot take effect" % _kub.conflict_text(conflict))
+    live = kubelet.get("live_flags")
+    if live is None:
+        return
+    persistent = set(f["flag"] for layer in layers if layer["kind"] == "flags" for f in layer["flags"])
+    live_layers = planned["layers"][:-1] + [_kub.flags_layer(live, "the running kubelet")]
+    for conflict in _kub.find_conflicts(live_layers, want, planned["ours"]):
+        stale = [f["flag"] for f in conflict["flags"] if f["flag"] not in persistent and f["flag"] not in found]
+        if stale:
+            checks.add("kubelet.override", "drift", subject=conflict["key"], desired=conflict["want"],
+                       live=conflict["value"], persisted=", ".join(stale),
+                       remedy="restart the kubelet (kubelet_topology_restart_ok=true): its unit no longer sets %s"
+                       % ", ".join(stale), detail="the running kubelet: %s" % _kub.conflict_text(conflict))
 
 
 # -- topology, MTU, cgroup ------------------------------------------------------------------------------------------
