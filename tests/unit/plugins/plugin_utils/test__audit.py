@@ -101,7 +101,7 @@ def test_power_on_dgx_drifts_exactly_where_provisioning_acts(rendered):
     checks = by_key(_audit.audit_host(facts, desired(), NODE_LAYERS))
     assert checks[("kernel.cmdline", "iommu=pt")]["status"] == "drift"
     assert "rdma_kernel" in checks[("kernel.cmdline", "iommu=pt")]["remedy"]
-    assert checks[("kernel.cmdline", "intel_iommu=on")]["status"] == "drift"
+    assert ("kernel.cmdline", "intel_iommu=on") not in checks  # the vendor switch is off by default (ACS)
     assert checks[("sysctl.arp", "all")]["live"] == {"arp_ignore": 0, "arp_announce": 0, "rp_filter": 0}
     assert checks[("sysctl.arp", "ibp24s0")]["status"] == "drift"
     assert checks[("gpudirect.path", None)]["status"] == "drift"
@@ -126,8 +126,11 @@ def test_last_occurrence_of_a_kernel_argument_wins(rendered):
 def test_unknown_cpu_vendor_is_unknown_not_ok(rendered):
     facts = converge(rendered["roce-cx6dx"])
     facts["cpu_vendor"] = None
-    check = by_key(_audit.audit_host(facts, desired(), NODE_LAYERS))[("kernel.cmdline", "vendor IOMMU switch")]
+    check = by_key(_audit.audit_host(facts, desired(rdma_kernel_vendor_iommu=True), NODE_LAYERS))[
+        ("kernel.cmdline", "vendor IOMMU switch")]
     assert check["status"] == "unknown" and "rdma_kernel_vendor_iommu" in check["remedy"]
+    # off by default (ACS redirection would slow GPUDirect RDMA): no vendor check at all
+    assert by_key(_audit.audit_host(facts, desired(), NODE_LAYERS)).get(("kernel.cmdline", "vendor IOMMU switch")) is None
     assert by_key(_audit.audit_host(facts, desired(rdma_kernel_vendor_iommu=False), NODE_LAYERS)).get(
         ("kernel.cmdline", "vendor IOMMU switch")) is None
 
