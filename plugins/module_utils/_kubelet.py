@@ -20,7 +20,9 @@ import re
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, InputError, ParseError, RdmaNodeError,
 )
-from ansible_collections.rdma.k8s_node.plugins.module_utils._systemd import split_words, word_spans
+from ansible_collections.rdma.k8s_node.plugins.module_utils._systemd import (
+    cut_value_words, env_assignments, parse_env_file, replace_env_value, split_words, word_spans,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._untrusted import MAX_BYTES, MAX_DEPTH, load_yaml
 
 TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
@@ -845,40 +847,44 @@ def plan(layers, want, target, on_conflict="fail", own_content=None):
     others = [layer for layer in layers if not layer.get("ours")]
     content = dict(own_content or {})
     content.update(want)
-    delete = []
-    name = None
-    if target["mode"] == "dropin":
-        name = target["name"]
-        if on_conflict == "override":
-            rivals = [layer["name"] for layer in others if layer["kind"] == "dropin" and _sets_other(layer, want)]
-            name = next((n for n in own_names(target["name"]) if all(walk_key(n) > walk_key(r)[:1] for r in rivals)),
-                        None)
-            if name is None:
-                raise ConflictError("no name of the collection's drop-in sorts after %s" % ", ".join(rivals))
-        delete = [layer["path"] for layer in layers if layer.get("ours") and layer["name"] != name]
-        mine = {"kind": "dropin", "path": target["dir"].rstrip("/") + "/" + name, "name": name,
-                "settings": relevant(content), "ours": True}
-        after = [layer for layer in others if layer["kind"] != "flags"]
-        position = len([layer for layer in after if layer["kind"] == "config" or
-                        (layer["kind"] == "dropin" and walk_key(layer["name"]) < walk_key(name))])
-        after.insert(position, mine)
-        ours = position
-        after += [layer for layer in others if layer["kind"] == "flags"]
-    else:
-        after, ours = [], None
+
+    def place(name):
+        """(layers with the collection's settings in place, index of its layer)."""
+        if target["mode"] == "dropin":
+            mine = {"kind": "dropin", "path": target["dir"].rstrip("/") + "/" + name, "name": name,
+                    "settings": relevant(content), "ours": True}
+            placed = [layer for layer in others if layer["kind"] != "flags"]
+            position = len([layer for layer in placed if layer["kind"] == "config" or
+                            (layer["kind"] == "dropin" and walk_key(layer["name"]) < walk_key(name))])
+            placed.insert(position, mine)
+            return placed + [layer for layer in others if layer["kind"] == "flags"], position
+        placed, index = [], None
         for layer in layers:
             if layer["kind"] == "config" and layer["path"] == target["path"]:
-                layer = dict(layer, settings=merge(layer["settings"], config_update(layer["settings"], want)),
-                             ours=True)
-                ours = len(after)
-            after.append(layer)
-        if ours is None:
+                layer = dict(layer, settings=merge(layer["settings"], config_update(layer["settings"], want)), ours=True)
+                index = len(placed)
+            placed.append(layer)
+        if index is None:
             raise ApplyError("%s does not exist: the kubelet is not configured by a config file (kubeadm writes one)"
                              % target["path"], {"path": target["path"]})
+        return placed, index
+
+    name = target.get("name")
+    after, ours = place(name)
     conflicts = find_conflicts(after, want, ours)
     overridden, remove_flags = [], []
     if conflicts and on_conflict == "override":
         overridden = conflicts
+        dropins = [c for c in conflicts if c["kind"] != "flags"]
+        if dropins and target["mode"] == "dropin":
+            rivals = [layer["name"] for layer in others if layer["kind"] == "dropin" and _sets_other(layer, want)]
+            name = next((n for n in own_names(target["name"]) if all(walk_key(n) > walk_key(r)[:1] for r in rivals)),
+                        None)
+            if name is None:
+                raise ConflictError("on_conflict=override: no name of the collection's drop-in sorts after %s"
+                                    % ", ".join(rivals), {"conflicts": dropins})
+            after, ours = place(name)
+            conflicts = find_conflicts(after, want, ours)
         blocked = [c for c in conflicts if c["kind"] != "flags"]
         if blocked:
             raise ConflictError(
@@ -886,19 +892,22 @@ def plan(layers, want, target, on_conflict="fail", own_content=None):
                 "with --config-dir) or remove the key from that file" % (
                     target.get("path") or name, "; ".join(conflict_text(c) for c in blocked)),
                 {"conflicts": blocked})
-        remove_flags = _flags_to_remove(conflicts, want)
-        flags_index = [i for i, layer in enumerate(after) if layer["kind"] == "flags"][0]
-        kept = [f for f in after[flags_index]["flags"] if f not in remove_flags]
-        after[flags_index] = flags_layer(kept, after[flags_index]["path"])
-        left = find_conflicts(after, want, ours)
-        if left:
-            raise ConflictError("on_conflict=override: %s still override the collection" % "; ".join(
-                conflict_text(c) for c in left), {"conflicts": left})
+        if conflicts:
+            remove_flags = _flags_to_remove(conflicts, want)
+            flags_index = [i for i, layer in enumerate(after) if layer["kind"] == "flags"][0]
+            kept = [f for f in after[flags_index]["flags"] if f not in remove_flags]
+            after[flags_index] = flags_layer(kept, after[flags_index]["path"])
+            left = find_conflicts(after, want, ours)
+            if left:
+                raise ConflictError("on_conflict=override: %s still override the collection" % "; ".join(
+                    conflict_text(c) for c in left), {"conflicts": left})
         conflicts = []
     elif conflicts and on_conflict == "fail":
         raise ConflictError("refusing to write: %s. Nothing was written. Remove the override, or set on_conflict=override "
                             "(the collection wins) or on_conflict=ignore (the other side keeps winning)"
                             % "; ".join(conflict_text(c) for c in conflicts), {"conflicts": conflicts})
+    delete = [layer["path"] for layer in layers if layer.get("ours") and layer.get("name") != name] \
+        if target["mode"] == "dropin" else []
     return {"layers": after, "ours": ours, "name": name, "content": content, "delete": delete,
             "conflicts": conflicts, "overridden": overridden, "remove_flags": remove_flags,
             "before": before, "after": effective(after)}
@@ -941,22 +950,56 @@ def changes(before, after, want):
     return out
 
 
-def remove_flag_words(value, names):
-    """``value`` (a variable's value, split as systemd splits ``$VAR``) without the flags named ``names`` (and their
-    separate value word); the other words keep their exact text.  Returns ``(new value, removed flag texts)``."""
-    spans = word_spans(value)
-    flags = parse_command([(word, None) for word, dummy_start, dummy_end in spans], 0)
-    drop = set()
-    removed = []
+def flag_words(value, names):
+    """``(indexes, flag texts)``: the words of ``value`` (split as systemd splits a ``$VAR``) that belong to the flags
+    named ``names``, their separate value word included."""
+    flags = parse_command([(word, None) for word, dummy_start, dummy_end in word_spans(value)], 0)
+    drop, removed = set(), []
     for flag in flags:
         if flag["name"] in names:
             drop.update(flag["words"])
             removed.append(flag["text"])
+    return drop, removed
+
+
+def remove_flag_words(value, names):
+    """``value`` without the flags named ``names`` (and their separate value word); the other words keep their exact
+    text.  Returns ``(new value, removed flag texts)``."""
+    spans = word_spans(value)
+    drop, removed = flag_words(value, names)
     if not drop:
         return value, []
-    kept = [(start, end) for index, (dummy_word, start, end) in enumerate(spans) if index not in drop]
     lead = value[:spans[0][1]] if spans else ""
-    return lead + " ".join(value[start:end] for start, end in kept), removed
+    return lead + " ".join(value[start:end] for index, (dummy, start, end) in enumerate(spans) if index not in drop), removed
+
+
+def remove_flags_from_env(text, var, names, path):
+    """An environment file's ``text`` without the flags ``names`` in the value of ``var`` (its last assignment, the one
+    systemd uses): cut where they are written when that keeps every other assignment and word exactly (the file's
+    line continuations stay), else the assignment rewritten on one line.  Raises ApplyError when ``var`` no longer
+    holds them."""
+    assignments = [a for a in parse_env_file(text) if a["name"] == var and a["value"] is not None]
+    if not assignments:
+        raise ApplyError("%s no longer sets %s; nothing was written" % (path, var), {"path": path})
+    assignment = assignments[-1]
+    drop, removed = flag_words(assignment["value"], names)
+    if not drop:
+        raise ApplyError("%s: %s no longer holds %s; nothing was written" % (path, var, ", ".join(sorted(names))),
+                         {"path": path})
+    want_value, dummy_removed = remove_flag_words(assignment["value"], names)
+    expected = env_assignments(text)
+    expected[var] = want_value
+    cut = cut_value_words(text, assignment, drop)
+    if cut is not None:
+        got = env_assignments(cut)
+        if set(got) == set(expected) and all(got[k] == expected[k] for k in got if k != var) and \
+                split_words(got[var]) == split_words(want_value):
+            return cut
+    rewritten = replace_env_value(text, assignment, want_value)
+    if env_assignments(rewritten) != expected:
+        raise ApplyError("%s: rewriting %s would change other assignments; nothing was written" % (path, var),
+                         {"path": path})
+    return rewritten
 
 
 def audit_target(kubelet_facts, mode="auto", dropin_name=DEFAULT_DROPIN_NAME):

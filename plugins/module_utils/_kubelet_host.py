@@ -171,7 +171,7 @@ def command_line(host, pid=None, unit=UNIT):
         out["flags_from"] = out["unit"] if persistent == "unit" else \
             "/proc/%d/cmdline" % pid if persistent == "process" else "environment files"
     if "process" in parsed:
-        by_text = dict((f["text"], f) for f in out["flags"]) if persistent == "unit" else {}
+        by_text = dict((f["flag"], f) for f in out["flags"]) if persistent == "unit" else {}
         live = []
         for flag in kub.relevant_flags(parsed["process"], _systemd.describe_origin):
             same = by_text.get(flag["flag"])
@@ -214,7 +214,8 @@ def read_document(host, path, problems=None):
     except RdmaNodeError as exc:
         if problems is None:
             raise
-        problems.append({"what": path, "error": exc.msg})
+        # a read error's message names the file already; a parse error is a problem of that file
+        problems.append({"what": "kubelet config" if isinstance(exc, HostReadError) else path, "error": exc.msg})
         return None
     return {"path": path, "text": text, "fmt": fmt, "data": data}
 

@@ -183,21 +183,27 @@ def word_spans(text, cunescape=False):
 
 # -- environment files -----------------------------------------------------------------------------------------------
 def parse_env_file(text):
-    """``[{"name", "value", "start", "end", "quote"}]`` of an environment file, in file order (a later assignment of
-    a name wins).  ``start``/``end`` delimit the assignment in ``text`` (the key to the end of its value); ``quote`` is
-    the first quote character the value used (``'``, ``"`` or None)."""
+    """``[{"name", "value", "start", "end", "quote", "spans"}]`` of an environment file, in file order (a later
+    assignment of a name wins).  ``start``/``end`` delimit the assignment in ``text`` (the key to the end of its value);
+    ``quote`` is the first quote character the value used (``'``, ``"`` or None); ``spans[i]`` is where the value's
+    character ``i`` comes from in ``text`` (``(start, end)``, an escape included)."""
     out = []
     state = "pre_key"
-    key, value, quote = [], None, None
+    key, value, quote, spans = [], None, None, []
     start = 0
     last_value_ws = last_key_ws = None
 
     def push(end):
         name = "".join(key[:last_key_ws] if last_key_ws is not None else key)
         val = None if value is None else "".join(value)
+        where = list(spans)
         if state == "value" and last_value_ws is not None and val is not None:
-            val = val[:last_value_ws]
-        out.append({"name": name, "value": val, "start": start, "end": end, "quote": quote})
+            val, where = val[:last_value_ws], where[:last_value_ws]
+        out.append({"name": name, "value": val, "start": start, "end": end, "quote": quote, "spans": where})
+
+    def add(char, first, last):
+        value.append(char)
+        spans.append((first, last))
 
     for index, char in enumerate(text):
         if state == "pre_key":
@@ -205,6 +211,7 @@ def parse_env_file(text):
                 state = "comment"
             elif char not in _WHITESPACE:
                 state, key, value, quote, start, last_key_ws = "key", [char], None, None, index, None
+                spans = []
         elif state == "key":
             if char in "\n\r":
                 state = "pre_key"
@@ -228,7 +235,7 @@ def parse_env_file(text):
                 state = "value_escape"
             elif char not in _WHITESPACE:
                 state = "value"
-                value.append(char)
+                add(char, index, index + 1)
         elif state == "value":
             if char in "\n\r":
                 push(index)
@@ -240,29 +247,30 @@ def parse_env_file(text):
                     last_value_ws = None
                 elif last_value_ws is None:
                     last_value_ws = len(value)
-                value.append(char)
+                add(char, index, index + 1)
         elif state == "value_escape":
             state = "value"
             if char not in "\n\r":
-                value.append(char)  # an escaped newline is eaten
+                add(char, index - 1, index + 1)  # an escaped newline is eaten
         elif state == "single":
             if char == "'":
                 state = "pre_value"
             else:
-                value.append(char)
+                add(char, index, index + 1)
         elif state == "double":
             if char == '"':
                 state = "pre_value"
             elif char == "\\":
                 state = "double_escape"
             else:
-                value.append(char)
+                add(char, index, index + 1)
         elif state == "double_escape":
             state = "double"
             if char in '"\\`$':
-                value.append(char)
+                add(char, index - 1, index + 1)
             elif char != "\n":
-                value.extend(("\\", char))
+                add("\\", index - 1, index)
+                add(char, index, index + 1)
         elif state == "comment":
             if char == "\\":
                 state = "comment_escape"
@@ -278,6 +286,38 @@ def parse_env_file(text):
 def env_assignments(text):
     """``{name: value}`` as systemd loads an EnvironmentFile (later wins; names that are not valid are dropped)."""
     return dict((a["name"], a["value"]) for a in parse_env_file(text) if a["value"] is not None and env_name_ok(a["name"]))
+
+
+def cut_value_words(text, assignment, drop):
+    """``text`` with the words ``drop`` (indexes into :func:`word_spans` of the assignment's value) cut out where they
+    are written, with the space or line continuation before the next kept word (or after the previous one), so the
+    rest keeps its layout; None when the words cannot be cut cleanly (the caller rewrites the assignment)."""
+    value, where = assignment["value"], assignment["spans"]
+    words = word_spans(value)
+    if not drop or len(where) != len(value):
+        return None
+    cuts = []
+    runs, run = [], []
+    for index in range(len(words)):
+        if index in drop:
+            run.append(index)
+        elif run:
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    for run in runs:
+        first, last = run[0], run[-1]
+        if last + 1 < len(words):  # up to the next kept word
+            cut_from, cut_to = where[words[first][1]][0], where[words[last + 1][1]][0]
+        elif first > 0:  # the last words: from the end of the previous kept word
+            cut_from, cut_to = where[words[first - 1][2] - 1][1], where[words[last][2] - 1][1]
+        else:
+            return None  # every word goes: rewrite the assignment
+        cuts.append((cut_from, cut_to))
+    for cut_from, cut_to in sorted(cuts, reverse=True):
+        text = text[:cut_from] + text[cut_to:]
+    return text
 
 
 def quote_env_value(value, quote):

@@ -277,7 +277,6 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, InputError, RdmaNodeError,
 )
@@ -429,14 +428,7 @@ def flag_edits(host, remove_flags):
         state = observe_file(host, path)
         text = state.content or ""
         for var, names in sorted(by_file[path].items()):
-            assignment = [a for a in _systemd.parse_env_file(text) if a["name"] == var and a["value"] is not None][-1]
-            value, removed = kub.remove_flag_words(assignment["value"], names)
-            if not removed:
-                raise ApplyError("%s: %s does not hold %s any more; nothing was written" % (path, var, ", ".join(sorted(names))),
-                                 {"path": path})
-            text = _systemd.replace_env_value(text, assignment, value)
-        if _systemd.env_assignments(text) == _systemd.env_assignments(state.content or ""):
-            continue
+            text = kub.remove_flags_from_env(text, var, names, path)
         plans.append(plan_file(state, text, state.mode, state.uid, state.gid))
     return plans
 
