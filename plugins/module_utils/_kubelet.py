@@ -479,7 +479,7 @@ def json_set_top_level(text, updates, path):
         key_sep = text[first["colon"]:first["value_start"]]
         if "\n" in key_sep or "\r" in key_sep or "\t" in key_sep:
             key_sep = ": "
-        item_sep = ", "
+        item_sep = "," if key_sep == ":" else ", "
         if len(members) > 1:
             between = text[members[0]["value_end"]:members[1]["start"]]
             item_sep = "," + (" " if between.startswith(", ") else "")
