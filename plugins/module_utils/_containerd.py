@@ -143,6 +143,28 @@ def parse_proc_limits(text):
 
 
 # -- base runtime spec ---------------------------------------------------------------------------
+# With ``base_runtime_spec`` set, CRI takes the file as the whole starting spec and skips its default security
+# settings (``WithoutDefaultSecuritySettings``, internal/cri/server/container_create.go), so the file must be a
+# complete spec.  Three cases per runtime (docs/containerd.md "Whose base spec"):
+#   - no base spec: the collection generates one from ``ctr oci spec`` at ``base_runtime_spec`` (the option);
+#   - an owner's spec (nodeadm, kubespray, a person): the collection writes a *derived copy* next to it,
+#     ``rdma-k8s-node.<name>``, that is the owner's bytes with only RLIMIT_MEMLOCK changed, and points the runtime
+#     at the copy; the owner's file is never written (its tool may rewrite it at any time, and then the next run
+#     derives again);
+#   - a derived copy already: derived again from its source, so the owner's later changes are carried over.
+DERIVED_PREFIX = "rdma-k8s-node."
+DEFAULT_NOFILE = 1048576
+#: who writes a base spec at a well-known path (for the result and the diff: whose file it is)
+KNOWN_SPEC_WRITERS = {
+    "/etc/containerd/base-runtime-spec.json": "EKS AL2023 nodeadm (rewritten by nodeadm init at boot)",
+    "/etc/containerd/cri-base.json": "kubespray's containerd role (rewritten at every kubespray run), or made by "
+                                     "hand after containerd's docs",
+}
+
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+_JSON = json.JSONDecoder()
+
+
 def build_base_spec(oci_spec_text, memlock, nofile):
     """The base runtime spec: ``ctr oci spec`` output with RLIMIT_MEMLOCK and RLIMIT_NOFILE set (soft = hard).
 
@@ -186,45 +208,353 @@ def spec_rlimit(spec_text, kind):
     return None
 
 
+def load_spec(text, name):
+    """A base spec's JSON as data; ParseError naming the file when it is not a JSON object with a process object."""
+    try:
+        spec = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError("%s is not JSON (containerd could not load it either): %s" % (name, exc), {"path": name}) from None
+    if not isinstance(spec, dict):
+        raise ParseError("%s is not a JSON object, so it is no OCI runtime spec" % name, {"path": name})
+    if "process" in spec and not isinstance(spec["process"], dict):
+        raise ParseError("%s: 'process' is not an object" % name, {"path": name})
+    rlimits = (spec.get("process") or {}).get("rlimits")
+    if rlimits is not None and (not isinstance(rlimits, list) or not all(isinstance(r, dict) for r in rlimits)):
+        raise ParseError("%s: process.rlimits is not a list of objects" % name, {"path": name})
+    return spec
+
+
+def _owned_rlimits(memlock, nofile):
+    """The rlimits the collection sets in a spec it derives: RLIMIT_MEMLOCK, and RLIMIT_NOFILE only when asked."""
+    return [("RLIMIT_MEMLOCK", memlock)] + ([("RLIMIT_NOFILE", nofile)] if nofile is not None else [])
+
+
+def spec_satisfies(spec, memlock, nofile=None):
+    """True when every rlimit the collection owns already has soft = hard = the wanted value in ``spec`` (data)."""
+    rlimits = (spec.get("process") or {}).get("rlimits") or []
+    for kind, value in _owned_rlimits(memlock, nofile):
+        entries = [r for r in rlimits if r.get("type") == kind]
+        if not entries or any(r.get("soft") != value or r.get("hard") != value for r in entries):
+            return False
+    return True
+
+
+class _Json:
+    """Spans of one JSON text's members and elements: (key, key start, value start, value end) / (start, end)."""
+
+    def __init__(self, text, name):
+        self.text = text
+        self.name = name
+
+    def error(self, what):
+        return ParseError("%s: cannot edit the JSON in place (%s)" % (self.name, what), {"path": self.name})
+
+    def skip(self, pos):
+        return _JSON_WS.match(self.text, pos).end()
+
+    def value_end(self, pos):
+        try:
+            return _JSON.raw_decode(self.text, pos)[1]
+        except (ValueError, RecursionError):
+            raise self.error("no value at offset %d" % pos) from None
+
+    def members(self, start):
+        """The members of the object whose ``{`` is at ``start``, in order."""
+        text, out = self.text, []
+        if text[start:start + 1] != "{":
+            raise self.error("no object at offset %d" % start)
+        pos = self.skip(start + 1)
+        if text[pos:pos + 1] == "}":
+            return out
+        while True:
+            pos = self.skip(pos)
+            if text[pos:pos + 1] != '"':
+                raise self.error("no key at offset %d" % pos)
+            key, after = json.decoder.scanstring(text, pos + 1)
+            colon = self.skip(after)
+            if text[colon:colon + 1] != ":":
+                raise self.error("no ':' at offset %d" % colon)
+            value_start = self.skip(colon + 1)
+            value_end = self.value_end(value_start)
+            out.append((key, pos, value_start, value_end, text[after:value_start]))
+            pos = self.skip(value_end)
+            if text[pos:pos + 1] == ",":
+                pos += 1
+                continue
+            if text[pos:pos + 1] == "}":
+                return out
+            raise self.error("no ',' or '}' at offset %d" % pos)
+
+    def elements(self, start):
+        """The ``(start, end)`` of each element of the array whose ``[`` is at ``start``."""
+        text, out = self.text, []
+        pos = self.skip(start + 1)
+        if text[pos:pos + 1] == "]":
+            return out
+        while True:
+            pos = self.skip(pos)
+            end = self.value_end(pos)
+            out.append((pos, end))
+            pos = self.skip(end)
+            if text[pos:pos + 1] == ",":
+                pos += 1
+                continue
+            if text[pos:pos + 1] == "]":
+                return out
+            raise self.error("no ',' or ']' at offset %d" % pos)
+
+    def line_indent(self, pos):
+        start = self.text.rfind("\n", 0, pos) + 1
+        head = self.text[start:pos]
+        return head if not head.strip() else head[:len(head) - len(head.lstrip())]
+
+    def style(self, open_pos, members):
+        """How the object opened at ``open_pos`` is written: (multi-line?, child indent, item separator, key separator)."""
+        if not members:
+            return False, "", ", ", ": "
+        between = self.text[open_pos + 1:members[0][1]]
+        key_sep = members[0][4] if "\n" not in members[0][4] else ": "
+        item_sep = self.text[members[0][3]:members[1][1]] if len(members) > 1 else "," + between
+        if "\n" in between:
+            return True, between[between.rfind("\n") + 1:], item_sep, key_sep
+        return False, "", item_sep, key_sep
+
+
+def _render(value, multiline, indent, unit, item_sep, key_sep):
+    """``value`` as JSON in the file's style: one item a line, indented by ``unit`` below ``indent``, or on one line."""
+    if multiline:
+        lines = json.dumps(value, indent=unit, separators=(",", key_sep)).split("\n")
+        return lines[0] + "".join("\n" + indent + line for line in lines[1:])
+    return json.dumps(value, separators=(item_sep if "\n" not in item_sep else ", ", key_sep))
+
+
+def _set_rlimit(text, kind, value, name):
+    """``text`` with every ``kind`` entry of process.rlimits at soft = hard = ``value`` (one added when there is
+    none), every other byte as it was."""
+    doc = _Json(text, name)
+    root = doc.skip(0)
+    top = doc.members(root)
+    process = [m for m in top if m[0] == "process"]
+    if not process or text[process[-1][2]:process[-1][2] + 1] != "{":
+        raise doc.error("no process object")
+    proc_open = process[-1][2]
+    members = doc.members(proc_open)
+    multiline, indent, item_sep, key_sep = doc.style(proc_open, members)
+    unit = indent[len(doc.line_indent(process[-1][1])):] if multiline else ""
+    unit = unit or "  "
+    entry = {"type": kind, "hard": value, "soft": value}
+    rlimits = [m for m in members if m[0] == "rlimits"]
+    if rlimits and text[rlimits[-1][2]:rlimits[-1][2] + 1] == "[":
+        arr_open = rlimits[-1][2]
+        elements = doc.elements(arr_open)
+        edits = []  # (start, end, replacement), applied from the end
+        for start, end in elements:
+            if text[start:start + 1] != "{":
+                continue
+            fields = dict((m[0], (m[2], m[3])) for m in doc.members(start))
+            if "type" not in fields or json.loads(text[slice(*fields["type"])]) != kind:
+                continue
+            if "hard" in fields and "soft" in fields:
+                edits.extend((vs, ve, str(value)) for vs, ve in (fields["hard"], fields["soft"]))
+            else:
+                elem_multi, elem_indent, elem_sep, elem_key_sep = doc.style(start, doc.members(start))
+                edits.append((start, end, _render(entry, elem_multi, doc.line_indent(start), unit, elem_sep, elem_key_sep)))
+        if not edits:
+            if elements:
+                last_start, last_end = elements[-1]
+                if len(elements) > 1:
+                    sep = text[elements[-2][1]:last_start]
+                elif "\n" in text[arr_open + 1:last_start]:
+                    sep = "," + text[arr_open + 1:last_start]
+                else:  # one element on one line: separate as the file separates other items
+                    sep = item_sep if "\n" not in item_sep else ", "
+                template = text[last_start:last_end]
+                fields = dict((m[0], (m[2] - last_start, m[3] - last_start)) for m in doc.members(last_start)) \
+                    if template.startswith("{") else {}
+                if all(k in fields for k in ("type", "hard", "soft")):
+                    new_elem = template
+                    for field, (vs, ve) in sorted(fields.items(), key=lambda f: -f[1][0]):
+                        if field in entry:
+                            new_elem = new_elem[:vs] + json.dumps(entry[field]) + new_elem[ve:]
+                else:
+                    new_elem = _render(entry, "\n" in sep, doc.line_indent(last_start), unit, item_sep, key_sep)
+                edits.append((last_end, last_end, sep + new_elem))
+            else:
+                arr_end = doc.value_end(arr_open)
+                edits.append((arr_open, arr_end, _render([entry], multiline, indent, unit, item_sep, key_sep)))
+        for start, end, replacement in sorted(edits, key=lambda e: -e[0]):
+            text = text[:start] + replacement + text[end:]
+        return text
+    if rlimits:  # "rlimits": null
+        vs, ve = rlimits[-1][2], rlimits[-1][3]
+        return text[:vs] + _render([entry], multiline, indent, unit, item_sep, key_sep) + text[ve:]
+    rendered = '"rlimits"' + key_sep + _render([entry], multiline, indent, unit, item_sep, key_sep)
+    if not members:
+        close = doc.value_end(proc_open) - 1
+        if multiline:
+            inner = "\n" + doc.line_indent(process[-1][1]) + unit
+            return text[:proc_open + 1] + inner + rendered + "\n" + doc.line_indent(process[-1][1]) + text[close:]
+        return text[:proc_open + 1] + rendered + text[close:]
+    last_end = members[-1][3]
+    return text[:last_end] + item_sep + rendered + text[last_end:]
+
+
+def derive_spec(text, memlock, nofile=None, name="base runtime spec"):
+    """The owner's spec ``text`` with only the collection's rlimits changed: RLIMIT_MEMLOCK soft = hard = ``memlock``
+    (and RLIMIT_NOFILE when ``nofile`` is given).  Every other byte stays: the values are replaced where they are,
+    a missing entry is added after the last one in the style of that entry (or of the file), and the file's
+    indentation, key order, trailing newline or its absence are kept.  The result is parsed again and must be the
+    owner's data with exactly that change."""
+    spec = load_spec(text, name)
+    if not isinstance(spec.get("process"), dict):
+        raise ParseError("%s has no process object, so it cannot carry rlimits" % name, {"path": name})
+    expected = json.loads(text)
+    rlimits = expected["process"].get("rlimits")
+    if not isinstance(rlimits, list):
+        rlimits = expected["process"]["rlimits"] = []
+    new = text
+    for kind, value in _owned_rlimits(memlock, nofile):
+        entries = [r for r in rlimits if r.get("type") == kind]
+        for entry in entries:
+            entry["hard"] = entry["soft"] = value
+        if not entries:
+            rlimits.append({"type": kind, "hard": value, "soft": value})
+        new = _set_rlimit(new, kind, value, name)
+    try:
+        got = json.loads(new)
+    except ValueError as exc:
+        raise ParseError("%s: the in-place edit made invalid JSON (%s); nothing was written" % (name, exc)) from None
+    if got != expected:
+        raise ParseError("%s: the in-place edit changed more than the rlimits; nothing was written" % name, {"path": name})
+    return new
+
+
+def derived_path(source):
+    """Where the derived copy of the owner's spec ``source`` lives: next to it, named ``rdma-k8s-node.<name>``."""
+    head, tail = source.rsplit("/", 1)
+    return "%s/%s%s" % (head, DERIVED_PREFIX, tail)
+
+
+def derived_source(path):
+    """The owner's spec a derived copy was made from, or None when ``path`` is no derived copy."""
+    head, tail = path.rsplit("/", 1) if "/" in path else ("", path)
+    if tail.startswith(DERIVED_PREFIX) and len(tail) > len(DERIVED_PREFIX):
+        return "%s/%s" % (head, tail[len(DERIVED_PREFIX):])
+    return None
+
+
+def needs_generated(current, generated):
+    """True when some runtime in ``current`` ({runtime: its base_runtime_spec}) gets the generated spec."""
+    return any(path in ("", generated) for path in current.values())
+
+
+def plan_specs(current, texts, want, oci_spec_text=None):
+    """Which spec each runtime gets, and the files to write (pure).
+
+    ``current``: {runtime: its effective base_runtime_spec ("" for none)}; ``texts``: {path: content or None when
+    absent} for every current spec and, for a derived copy, its source; ``want``: ``memlock``, ``nofile`` (None:
+    1048576 in a generated spec, untouched in an owner's), ``base_runtime_spec`` (where the generated spec goes).
+    Returns ``(files, pointers, report, warnings)``: ``files`` {path: {"content", "kind", "source"}} to write,
+    ``pointers`` {runtime: path} the runtime must point at, ``report`` {runtime: whose file it is and what is done}.
+    """
+    generated = want["base_runtime_spec"]
+    files, pointers, report, warnings = {}, {}, {}, []
+    for name in sorted(current):
+        path = current[name] or ""
+        entry = {"path": path or None}
+        if path in ("", generated):
+            if oci_spec_text is None:
+                raise ParseError("runtime %s needs a generated spec, and `ctr oci spec` gave none" % name)
+            nofile = want["nofile"] if want.get("nofile") is not None else DEFAULT_NOFILE
+            files[generated] = {"content": build_base_spec(oci_spec_text, want["memlock"], nofile),
+                                "kind": "generated", "source": None}
+            entry.update(owner="rdma.k8s_node", action="generate", spec=generated,
+                         note="generated from `ctr oci spec` (the runtime had %s)"
+                              % ("no base spec" if not path else "this collection's generated spec"))
+        else:
+            source = derived_source(path)
+            origin = source if source is not None and texts.get(source) is not None else path
+            text = texts.get(origin)
+            if text is None:
+                raise ConflictError("runtime %s: its base_runtime_spec %s does not exist, so containerd cannot load it "
+                                    "(and this module has nothing to keep): create it, or remove the setting so that "
+                                    "a spec is generated" % (name, path), {"runtime": name, "path": path})
+            spec = load_spec(text, origin)
+            if source is not None:
+                if origin != source:
+                    warnings.append("runtime %s: %s was derived from %s, which is gone; the copy is kept as it is, "
+                                    "with only the collection's rlimits set" % (name, path, source))
+                files[path] = {"content": derive_spec(text, want["memlock"], want.get("nofile"), origin),
+                               "kind": "derived", "source": origin}
+                entry.update(owner="rdma.k8s_node", action="derive", spec=path, derived_from=origin,
+                             source_written_by=KNOWN_SPEC_WRITERS.get(origin),
+                             note="this collection's derived copy of %s (that file is not written)" % origin)
+            elif spec_satisfies(spec, want["memlock"], want.get("nofile")):
+                entry.update(owner="other", written_by=KNOWN_SPEC_WRITERS.get(path), action="keep", spec=path,
+                             note="the owner's spec already has the rlimits this collection sets: kept as it is")
+            else:
+                target = derived_path(path)
+                files[target] = {"content": derive_spec(text, want["memlock"], want.get("nofile"), path),
+                                 "kind": "derived", "source": path}
+                entry.update(owner="other", written_by=KNOWN_SPEC_WRITERS.get(path), action="derive", spec=target,
+                             derived_from=path,
+                             note="the owner's file is not written: %s is that file with only the collection's "
+                                  "rlimits changed, and the runtime points at it" % target)
+        if entry["spec"] != path:
+            pointers[name] = entry["spec"]
+        report[name] = entry
+    return files, pointers, report, warnings
+
+
 # -- config -----------------------------------------------------------------------------------------------
 def cri_paths(config_version):
-    """``(cdi table, runtimes table)`` for a config file version."""
+    """``(cdi table, runtimes table)`` for a config file version (4, containerd 2.3's, moved only server settings)."""
     if config_version == 2:
         return CRI_V2, CRI_V2 + ("containerd", "runtimes")
-    if config_version == 3:
+    if config_version in (3, 4):
         return CRI_V3, CRI_V3 + ("containerd", "runtimes")
     raise ConflictError("containerd config version %r is not supported: version 1 files (no 'version' key) were "
                         "deprecated in containerd 1.x and removed in 2.0; migrate with `containerd config migrate` "
                         "(2.x) or rewrite it as version 2" % (config_version,))
 
 
-def file_version(doc, containerd_version):
-    """A config file's ``version``; None for an empty file (it takes the running containerd's native version)."""
+def max_config_version(containerd_version):
+    """The highest config version containerd reads: 2 on 1.x, 3 on 2.0-2.2, 4 from 2.3 (version.ConfigVersion)."""
+    if containerd_version < (2, 0):
+        return 2
+    return 4 if containerd_version >= (2, 3) else 3
+
+
+def file_version(doc, containerd_version, imported=False):
+    """A config file's ``version``; None for an empty file (it takes the running containerd's native version).
+
+    A non-empty file without ``version`` is a version 1 file when it is the main config.  An *imported* file
+    without one is read with version 2 plugin names: 1.x merges it into the main file's version 2 config (a zero
+    version does not override), and 2.x migrates it from version 1, which only renames short plugin names.
+    """
     version = doc.data.get("version")
     if version is None:
         if not doc.data:
             return None
-        return 1
-    if not isinstance(version, int):
+        return 2 if imported else 1
+    if isinstance(version, bool) or not isinstance(version, int):
         raise ParseError("'version' must be an integer, got %r" % (version,))
-    if containerd_version >= (2, 0) and version not in (2, 3):
-        return version
-    if containerd_version < (2, 0) and version not in (2,):
-        if version == 3:
-            raise ConflictError("config version 3 needs containerd 2.0 or later; this node runs containerd %s"
-                                % ".".join(str(p) for p in containerd_version))
+    highest = max_config_version(containerd_version)
+    if version > highest and version in (3, 4):
+        raise ConflictError("config version %d needs containerd %s or later; this node runs containerd %s"
+                            % (version, "2.0" if version == 3 else "2.3", ".".join(str(p) for p in containerd_version)))
     return version
 
 
 def native_version(containerd_version):
-    """The config version a new file gets: 2 on containerd 1.x, 3 on 2.x."""
-    return 3 if containerd_version >= (2, 0) else 2
+    """The config version a new file gets: 2 on containerd 1.x, 3 on 2.0-2.2, 4 from 2.3."""
+    return max_config_version(containerd_version)
 
 
 def effective(dump_doc):
     """What ``containerd config dump`` says, in version-free terms."""
     version = dump_doc.data.get("version", 2)
-    cdi_table, runtimes_table = cri_paths(3 if version == 3 else 2)
+    cdi_table, runtimes_table = cri_paths(3 if isinstance(version, int) and version >= 3 else 2)
     runtimes = dump_doc.get(runtimes_table, {}) or {}
     cri = dump_doc.get(cdi_table, {}) or {}
     return {
@@ -332,12 +662,16 @@ def desired_keys(eff, want, containerd_version):
     """``[(kind, name, key, value)]`` that must change, in version-free terms, plus warnings.
 
     ``kind`` is ``runtime`` (key under runtimes.<name>) or ``cri`` (key of the CDI table).  ``want`` has
-    ``base_runtime_spec`` (path), ``runtimes`` (list), ``cdi`` (bool), ``cdi_spec_dirs`` (list).
+    ``runtimes`` (list), ``cdi`` (bool), ``cdi_spec_dirs`` (list) and ``spec_paths`` ({runtime: the spec it must
+    point at}, from :func:`plan_specs`; without it every runtime points at ``base_runtime_spec``).
     """
     changes, warnings = [], []
+    paths = want.get("spec_paths")
     for name in target_runtimes(eff, want["runtimes"]):
-        if eff["runtimes"][name]["base_runtime_spec"] != want["base_runtime_spec"]:
-            changes.append(("runtime", name, "base_runtime_spec", want["base_runtime_spec"]))
+        wanted = paths.get(name, eff["runtimes"][name]["base_runtime_spec"]) if paths is not None \
+            else want["base_runtime_spec"]
+        if eff["runtimes"][name]["base_runtime_spec"] != wanted:
+            changes.append(("runtime", name, "base_runtime_spec", wanted))
     support = cdi_support(containerd_version)
     if want["cdi"]:
         if support == "absent":
@@ -360,61 +694,192 @@ def _key_path(version, kind, name, key):
 
 
 def _defines(doc, version, kind, name, key):
-    if version not in (2, 3):
+    if version not in (2, 3, 4):
         return False
     path = _key_path(version, kind, name, key)
     return doc.get(path) is not None
 
 
 def _defines_cri(doc, version):
-    if version not in (2, 3):
+    if version not in (2, 3, 4):
         return False
     return doc.get(cri_paths(version)[0]) is not None
 
 
-def choose_files(files, changes, containerd_version, eff=None):
-    """``{file index: [(table, key, value)]}``: which file each change goes into.
-
-    ``files`` is [(path, Document)] in containerd's load order (the main config first).  See the module
-    docstring for the 1.x whole-section rule and the 2.x per-key rule.  On 1.x a runtime table the target
-    file does not have yet starts with the runtime's current settings from ``eff`` (:func:`seed_runtime`).
-    """
+def file_versions(files, containerd_version, new_version=None):
+    """The version of each config file (``files`` = [(path, Document)], the main file first): an empty main file
+    takes containerd's native version, an empty imported file (one the module is about to create) ``new_version``."""
     versions = []
-    for path, doc in files:
+    for index, (path, doc) in enumerate(files):
         try:
-            version = file_version(doc, containerd_version)
+            version = file_version(doc, containerd_version, imported=index > 0)
         except (ConflictError, ParseError) as exc:
             raise type(exc)("%s: %s" % (path, exc.msg), dict(exc.details, path=path)) from exc
-        versions.append(native_version(containerd_version) if version is None and path == files[0][0] else version)
-    edits = {}
-    owner = 0
+        if version is None:
+            version = native_version(containerd_version) if index == 0 else (new_version or native_version(containerd_version))
+        versions.append(version)
+    return versions
+
+
+def _label(kind, name, key):
+    return "runtimes.%s.%s" % (name, key) if kind == "runtime" else key
+
+
+def winning_file(files, versions, containerd_version, kind, name, key, target):
+    """``(index, reason)`` of the file whose value of the key containerd keeps once ``target`` sets it.
+
+    containerd loads the main file, then its imports (cmd/containerd/server/config/config.go LoadConfig, breadth
+    first), merging each over what came before.  1.x (mergeConfig: ``to.Plugins[k] = v``) replaces a whole plugin
+    section, so the last file that names the CRI plugin at all owns every CRI key.  2.x (mergo.Merge with
+    override) merges plugin sections key by key, so the last file that sets the key wins.
+    """
     if containerd_version < (2, 0):
+        owner = target
         for index, (dummy_path, doc) in enumerate(files):
-            if index and _defines_cri(doc, versions[index]):
+            if index > target and _defines_cri(doc, versions[index]):
                 owner = index
+        return owner, "section"
+    winner = target
+    for index, (dummy_path, doc) in enumerate(files):
+        if index > target and _defines(doc, versions[index], kind, name, key):
+            winner = index
+    return winner, "key"
+
+
+def choose_files(files, changes, containerd_version, eff=None, target=0, edit_imports=False, new_version=None):
+    """``(edits, versions, overrides)``: which file each change goes into (``{file index: [(table, key, value)]}``).
+
+    ``files`` is [(path, Document)] in containerd's load order (the main config first).  A change goes into
+    ``target`` (the main file, or the collection's own drop-in under a generated config) unless a file loaded
+    after it would override it (:func:`winning_file`): that is an *override*, reported in ``overrides``; with
+    ``edit_imports`` the change goes into the overriding file instead, else it is not planned (the caller refuses).
+    On 1.x a runtime table the chosen file does not have yet starts with the runtime's current settings from
+    ``eff`` (:func:`seed_runtime`).
+    """
+    versions = file_versions(files, containerd_version, new_version)
+    edits, overrides = {}, []
     for kind, name, key, value in changes:
-        target = owner
-        if containerd_version >= (2, 0):
-            target = 0
-            for index, (dummy_path, doc) in enumerate(files):
-                if _defines(doc, versions[index], kind, name, key):
-                    target = index
-        version = versions[target]
-        if version not in (2, 3):
+        chosen, reason = winning_file(files, versions, containerd_version, kind, name, key, target)
+        if chosen != target:
+            path, doc = files[chosen]
+            entry = {"file": path, "key": _label(kind, name, key), "wanted": value,
+                     "value": doc.get(_key_path(versions[chosen], kind, name, key)),
+                     "why": ("containerd 1.x replaces the whole [%s] section with the one of the last file that names "
+                             "it" % _toml.render_path(cri_paths(versions[chosen])[0])) if reason == "section" else
+                            "it is loaded after %s and sets the key (containerd 2.x: the last file wins)" % files[target][0]}
+            overrides.append(entry)
+            if not edit_imports:
+                continue
+        version = versions[chosen]
+        if version not in (2, 3, 4):
             try:
                 cri_paths(version)  # raises the version-1 explanation
             except ConflictError as exc:
-                raise ConflictError("%s: %s" % (files[target][0], exc.msg), {"path": files[target][0]}) from exc
+                raise ConflictError("%s: %s" % (files[chosen][0], exc.msg), {"path": files[chosen][0]}) from exc
         table = _key_path(version, kind, name, key)[:-1]
-        file_edits = edits.setdefault(target, [])
-        if kind == "runtime" and containerd_version < (2, 0) and files[target][1].get(table) is None \
+        file_edits = edits.setdefault(chosen, [])
+        if kind == "runtime" and containerd_version < (2, 0) and files[chosen][1].get(table) is None \
                 and not any(edit[0][:len(table)] == table for edit in file_edits):
             if eff is None or name not in eff.get("runtime_settings", {}):
                 raise ConflictError("runtime %s: containerd's current settings are unknown, so a new [%s] table "
                                     "would replace them" % (name, _toml.render_path(table)), {"runtime": name})
             file_edits.extend((table + sub, seed_key, seed_value) for sub, seed_key, seed_value in seed_runtime(eff, name))
         file_edits.append((table, key, value))
-    return edits, versions
+    return edits, versions, overrides
+
+
+def override_message(overrides, target_path):
+    """Why the module refuses when imported files would override its keys, and what to do."""
+    lines = []
+    for entry in overrides:
+        value = entry["value"]
+        lines.append("%s %s (%s)" % (entry["file"], "sets %s = %s" % (entry["key"], json.dumps(value, default=str))
+                                     if value is not None else "overrides %s" % entry["key"], entry["why"]))
+    files = sorted(set(e["file"] for e in overrides))
+    return ("the collection would write %s into %s, but %s; imported files are other tools' (nvidia-ctk rewrites "
+            "conf.d/99-nvidia.toml whenever it runs) and are not edited by default. Set the value%s there yourself, or "
+            "let this module write it there with edit_imports=true (then run it again after that tool runs)"
+            % (", ".join(sorted(set(e["key"] for e in overrides))), target_path, "; ".join(lines),
+               " in %s" % ", ".join(files) if files else ""))
+
+
+# -- generated configs (k3s, rke2, anything whose header says it is regenerated) --------------------------------
+_REGENERATED = re.compile(r"do not (edit|modify)|will be (overwritten|regenerated|replaced)|is regenerated|"
+                          r"file generated by|automatically generated|auto-generated", re.IGNORECASE)
+_RANCHER = re.compile(r"^(?P<data>/.+/(?P<tool>k3s|rke2))/agent/etc/containerd/config\.toml$")
+#: the drop-in this collection writes into the directory a generated config imports
+GENERATED_DROPIN = "50-rdma-k8s-node.toml"
+
+
+def generated_config(path, text):
+    """None, or what regenerates the config file: ``{"tool": "k3s"|"rke2"|None, "header": the line saying so}``.
+
+    A file is regenerated when a comment before its first statement says so ("DO NOT EDIT", "file generated
+    by", ...) or when it is k3s's or rke2's containerd config (``<data-dir>/agent/etc/containerd/config.toml``,
+    rendered at every start of k3s/rke2 from their template, or from ``config(-v3).toml.tmpl`` beside it).
+    """
+    header = None
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break
+        if header is None and _REGENERATED.search(stripped):
+            header = stripped
+    tool = None
+    match = re.search(r"\b(k3s|rke2)\b", header or "", re.IGNORECASE)
+    if match:
+        tool = match.group(1).lower()
+    else:
+        rancher = _RANCHER.match(path or "")
+        if rancher:
+            tool = rancher.group("tool")
+    if header is None and tool is None:
+        return None
+    return {"tool": tool, "header": header}
+
+
+def dropin_dir(main_doc, main_path):
+    """The directory of ``<dir>/*.toml`` drop-ins the (generated) main config imports, or None.  k3s and rke2
+    render ``imports = ["<template dir>/config-v3.toml.d/*.toml"]`` (``config.toml.d`` for a version 2 config)
+    since k3s-io/k3s#13680; any other ``<dir>/*.toml`` import of the file would do the same job."""
+    imports = main_doc.data.get("imports") or []
+    candidates = []
+    for entry in imports if isinstance(imports, list) else []:
+        if not isinstance(entry, str):
+            continue
+        entry = entry if entry.startswith("/") else main_path.rsplit("/", 1)[0] + "/" + entry
+        head, tail = entry.rsplit("/", 1)
+        if tail == "*.toml" and not any(c in head for c in "*?["):
+            candidates.append(head)
+    preferred = [d for d in candidates if d.rsplit("/", 1)[-1] in ("config-v3.toml.d", "config.toml.d")]
+    return (preferred or candidates or [None])[-1]
+
+
+def generated_refusal(path, info, containerd_version, directory):
+    """The message when the module cannot configure containerd through a generated file, saying what to do."""
+    tool = info.get("tool")
+    said = ' (its header: "%s")' % info["header"] if info.get("header") else ""
+    if tool in ("k3s", "rke2"):
+        base = path.rsplit("/", 1)[0]
+        if containerd_version < (2, 0):
+            return ("%s is regenerated by %s at every start%s, and this is containerd %s: a drop-in that names the CRI "
+                    "plugin would replace %s's whole CRI section (containerd 1.x merges imports per plugin), and a "
+                    "config.toml.tmpl built on {{ template \"base\" . }} cannot add keys to the runc table that the "
+                    "base template already defines (TOML forbids defining a table twice; k3s-io/docs#566). Write a "
+                    "full %s/config.toml.tmpl from %s's ContainerdConfigTemplate with base_runtime_spec in each runc "
+                    "runtime table, restart %s, and run this module again with runtimes that already point at your "
+                    "spec; or upgrade %s to a release with containerd 2.x"
+                    % (path, tool, said, ".".join(str(p) for p in containerd_version), tool, base, tool, tool, tool))
+        return ("%s is regenerated by %s at every start%s and does not import a drop-in directory (%s releases since "
+                "k3s-io/k3s#13680 import %s/config-v3.toml.d/*.toml, where this module writes %s). Upgrade %s, or add "
+                "the import yourself with a full %s/config-v3.toml.tmpl (a template built on {{ template \"base\" . }} "
+                "cannot add keys to the runc table the base already defines: k3s-io/docs#566), then run this module again"
+                % (path, tool, said, tool, base, GENERATED_DROPIN, tool, base))
+    return ("%s says it is regenerated%s: edits there would be lost when its generator runs again. Change the "
+            "generator's input, point `config` at the file containerd really reads, or set edit_generated=true to edit "
+            "it anyway (the result and the diff say so)" % (path, said))
 
 
 def apply_edits(text, version, edits, name):

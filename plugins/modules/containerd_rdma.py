@@ -19,16 +19,29 @@ description:
     silently falls back to TCP. C(CAP_IPC_LOCK) does not help a non-root process.
   - "Owns a systemd drop-in for containerd.service with C(LimitMEMLOCK=) O(memlock), and runs C(systemctl daemon-reload)
     when it changes."
-  - Writes a base runtime spec generated from the installed containerd (C(ctr oci spec)) with C(RLIMIT_MEMLOCK)
-    soft and hard set to O(memlock) and C(RLIMIT_NOFILE) set to O(nofile) (the generated spec caps it at 1024), and
-    points every runc-type CRI runtime at it (C(runc), and C(nvidia) when the NVIDIA runtime is configured), or
-    the runtimes named in O(runtimes).
+  - Gives every runc-type CRI runtime (C(runc), C(nvidia) when the NVIDIA runtime is configured), or the runtimes
+    named in O(runtimes), a base runtime spec with C(RLIMIT_MEMLOCK) soft and hard set to O(memlock). A runtime
+    without a base spec gets one generated from the installed containerd (C(ctr oci spec)) at O(base_runtime_spec),
+    with C(RLIMIT_NOFILE) set too (the generated spec caps it at 1024).
+  - "A runtime that already points at another tool's spec (EKS AL2023 nodeadm's C(/etc/containerd/base-runtime-spec.json),
+    kubespray's C(/etc/containerd/cri-base.json), a hand-made one) keeps that spec: the module never writes the
+    owner's file. It writes a derived copy next to it, C(rdma-k8s-node.<name>), that is the owner's file byte for
+    byte except the C(RLIMIT_MEMLOCK) entry (and C(RLIMIT_NOFILE) when O(nofile) is set), and points the runtime at
+    the copy; every later run derives the copy again from the owner's current file. When the owner's spec already
+    has the wanted limits, nothing changes. The result's C(observed.base_specs) says, per runtime, whose file it is."
   - Sets C(enable_cdi) and C(cdi_spec_dirs) where the version needs it (containerd 1.7 has CDI off by default;
     2.x has it on; 1.6 has no CDI and only gets a warning).
-  - Edits C(config.toml) in place with config version 2 (containerd 1.6/1.7) or 3 (2.x) key paths, keeping every
-    other setting, comment and the file's order. On containerd 1.x an imported file that names the CRI plugin
-    replaces the whole CRI section, so the keys go into the last file that defines it; on 2.x into the last file
-    that sets the key, else the main file.
+  - Edits C(config.toml) in place with config version 2 (containerd 1.6/1.7) or 3 and 4 (2.x, 2.3) key paths,
+    keeping every other setting, comment and the file's order.
+  - "Files the config imports (NVIDIA Container Toolkit's C(conf.d/99-nvidia.toml), EKS's C(config.d)) are other
+    tools' and are not edited. containerd merges them after the main file (2.x key by key, the last file wins;
+    1.x replaces the whole CRI section with the one of the last file that names it), so when one of them would
+    override a key the module sets, the module fails naming the file, the key and its value, unless
+    O(edit_imports=true) lets it write the key into that file."
+  - "A config that says it is regenerated is not edited. k3s and rke2 render their containerd C(config.toml) at
+    every start; when it imports a drop-in directory (k3s/rke2 with containerd 2.x, C(config-v3.toml.d)), the
+    module writes its keys into its own drop-in C(50-rdma-k8s-node.toml) there, else it fails saying what to do.
+    Any other file whose header says it is generated is refused unless O(edit_generated=true)."
   - Before anything is restarted, C(containerd config dump) must show the new settings (containerd only warns
     about unknown keys, so a misplaced key would otherwise fail silently); if it does not, the files are restored.
   - Restarts containerd only with O(restart=true), then checks that it is active, answers on its socket and runs
@@ -54,17 +67,22 @@ options:
     type: str
     default: unlimited
   nofile:
-    description: C(RLIMIT_NOFILE) (soft and hard) of containers created from the base runtime spec.
+    description:
+      - C(RLIMIT_NOFILE) (soft and hard) of containers created from the base runtime spec.
+      - Unset, a generated spec gets 1048576 and another tool's spec keeps its own value; set, both get this value.
     type: int
-    default: 1048576
   config:
     description: containerd's main configuration file. Files it imports are followed.
     type: path
     default: /etc/containerd/config.toml
   base_runtime_spec:
-    description: Where the generated base runtime spec is written; the runtimes point at this path.
+    description:
+      - Where the spec generated for runtimes without a base spec is written; those runtimes point at this path.
+      - This module owns the file and writes it again from C(ctr oci spec) whenever it differs, so it must be a path
+        no other tool writes (not kubespray's C(/etc/containerd/cri-base.json)). It must not be named
+        C(rdma-k8s-node.*), the names of derived copies.
     type: path
-    default: /etc/containerd/cri-base.json
+    default: /etc/containerd/rdma-k8s-node-base-spec.json
   runtimes:
     description:
       - CRI runtimes to point at the base runtime spec. Empty means every runtime of type C(io.containerd.runc.v2)
@@ -83,13 +101,30 @@ options:
     type: list
     elements: path
     default: [/etc/cdi, /var/run/cdi]
+  edit_imports:
+    description:
+      - Write a key into the imported file that would override it (the last one that sets it on containerd 2.x, the
+        last one that names the CRI plugin on 1.x) instead of failing. That file belongs to another tool, which may
+        write it again (nvidia-ctk does whenever it runs): run this module after it.
+    type: bool
+    default: false
+  edit_generated:
+    description:
+      - Edit a main config whose header says it is generated. The edit is lost when its generator runs again.
+      - Never applies to k3s's and rke2's config, which they render at every start (see the description).
+    type: bool
+    default: false
   unit_dropin:
-    description: The systemd drop-in this module owns; it must be a C(.conf) file in C(/etc/systemd/system/<service>.service.d).
+    description:
+      - The systemd drop-in this module owns; it must be a C(.conf) file in C(/etc/systemd/system/<service>.service.d).
+      - Default C(/etc/systemd/system/<service>.service.d/50-rdma-k8s-node-memlock.conf).
     type: path
-    default: /etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf
   service:
-    description: "The systemd service name of containerd: letters, digits and C(_ . @ -) (and C(:)), not starting with
-      C(-) or C(.)."
+    description:
+      - "The systemd service that runs containerd: letters, digits and C(_ . @ -) (and C(:)), not starting with
+        C(-) or C(.)."
+      - On k3s and rke2 containerd runs inside their own service (C(k3s), C(k3s-agent), C(rke2-server),
+        C(rke2-agent)); the module refuses V(containerd) with their config.
     type: str
     default: containerd
   restart:
@@ -113,7 +148,9 @@ notes:
     the unit, never in C(config.toml).
   - C(base_runtime_spec) applies to containers created through CRI (kubelet, crictl), not to C(ctr run).
   - Commands C(containerd), C(ctr) run inside O(host_root) (through C(chroot) when it is not V(/)); C(systemctl)
-    runs as found on C(PATH).
+    runs as found on C(PATH). With a k3s or rke2 config they are also looked for in C(<data-dir>/data/current/bin)
+    (k3s) and C(<data-dir>/bin) (rke2).
+  - See docs/containerd.md for whose files the module writes and why.
 seealso:
   - module: rdma.k8s_node.rdma_facts
   - module: rdma.k8s_node.kubelet_topology
@@ -162,7 +199,7 @@ changes:
   returned: always
   type: dict
   sample: {"LimitMEMLOCK": {"before": "8388608", "after": "infinity"},
-           "runtimes.runc.base_runtime_spec": {"before": "", "after": "/etc/containerd/cri-base.json"}}
+           "runtimes.runc.base_runtime_spec": {"before": "", "after": "/etc/containerd/rdma-k8s-node-base-spec.json"}}
 observed:
   description: What the module read before changing anything.
   returned: always
@@ -172,14 +209,33 @@ observed:
       description: The installed containerd's version.
       type: str
     config_version:
-      description: The effective configuration's version (2 or 3).
+      description: The effective configuration's version (2, 3 or 4).
       type: int
     config_files:
-      description: The main configuration file and the files it imports, in load order.
+      description: The main configuration file and the files it imports, in containerd's load order.
       type: list
       elements: str
+    config_generated:
+      description:
+        - Null, or what regenerates the main config (C(tool) k3s, rke2 or null, the C(header) line saying so, C(path)).
+      type: dict
+    config_dropin:
+      description: The collection's drop-in under a generated k3s/rke2 config (only then).
+      type: str
+    imported_overrides:
+      description:
+        - Imported files that would override a key the module sets (C(file), C(key), its C(value) there, the
+          C(wanted) value, C(why)). Non-empty only with O(edit_imports=true); otherwise the module fails listing them.
+      type: list
+      elements: dict
     runtimes:
       description: Effective CRI runtimes with their type and base runtime spec.
+      type: dict
+    base_specs:
+      description:
+        - "Per managed runtime, whose base spec it is and what is done: C(path) (its base spec now), C(owner)
+          (V(rdma.k8s_node) or V(other)), C(written_by) (the tool known to write that path), C(action)
+          (V(generate), V(derive) or V(keep)), C(spec) (the spec it points at afterwards), C(derived_from), C(note)."
       type: dict
     enable_cdi:
       description: Effective C(enable_cdi) (null on containerd 1.6).
@@ -196,6 +252,8 @@ observed:
       type: dict
   sample: {"containerd_version": "1.7.24", "config_version": 2, "config_files": ["/etc/containerd/config.toml"],
            "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2", "base_runtime_spec": ""}},
+           "base_specs": {"runc": {"path": null, "owner": "rdma.k8s_node", "action": "generate",
+                                   "spec": "/etc/containerd/rdma-k8s-node-base-spec.json"}},
            "enable_cdi": false, "cdi_spec_dirs": ["/etc/cdi", "/var/run/cdi"], "unit_memlock": "8388608",
            "running": {"pid": 812, "memlock": {"soft": "8388608", "hard": "8388608"}, "stale": false}}
 diff:
@@ -208,9 +266,11 @@ backup_files:
   type: dict
 """
 
+import fnmatch
 import os
 import posixpath
 import re
+import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -240,6 +300,10 @@ RUNTIME_NAME_RE = re.compile(r"^[A-Za-z0-9_+-]+\Z")
 # systemd's unit search path, most important first (a drop-in name in an earlier directory masks a later one)
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
              "/usr/lib/systemd/system", "/lib/systemd/system")
+UNIT_DROPIN_NAME = "50-rdma-k8s-node-memlock.conf"
+# k3s and rke2 run their own containerd from their data directory, not from PATH
+RANCHER_CONFIG = re.compile(r"^(?P<data>/.+/(?P<tool>k3s|rke2))/agent/etc/containerd/config\.toml$")
+RANCHER_UNITS = {"k3s": ("k3s", "k3s-agent"), "rke2": ("rke2-server", "rke2-agent")}
 
 
 def validate(params):
@@ -251,14 +315,24 @@ def validate(params):
         "cdi": params["cdi"],
         "cdi_spec_dirs": list(params["cdi_spec_dirs"]),
     }
-    if not 64 <= params["nofile"] <= 1 << 30:
+    if params["nofile"] is not None and not 64 <= params["nofile"] <= 1 << 30:
         raise InputError("nofile must be between 64 and 1073741824 (the kernel's nr_open ceiling), got %d" % params["nofile"])
     want["nofile"] = params["nofile"]
+    service = params["service"]
+    if service.endswith(".service") or not UNIT_NAME_RE.match(service):
+        raise InputError("service must be a systemd unit name without .service (letters, digits and : _ . @ -, not "
+                         "starting with - or .), got %r" % (service,))
+    dropin_dir = "/etc/systemd/system/%s.service.d" % service
+    if params["unit_dropin"] is None:
+        params["unit_dropin"] = "%s/%s" % (dropin_dir, UNIT_DROPIN_NAME)
     for option in ("config", "base_runtime_spec", "unit_dropin"):
         if not params[option].startswith("/"):
             raise InputError("%s must be an absolute path, got %s" % (option, params[option]))
     if not params["base_runtime_spec"].endswith(".json"):
         raise InputError("base_runtime_spec must be a .json file, got %s" % params["base_runtime_spec"])
+    if posixpath.basename(params["base_runtime_spec"]).startswith(ctd.DERIVED_PREFIX):
+        raise InputError("base_runtime_spec must not be named %s*: that name marks the derived copies of other "
+                         "tools' specs, got %s" % (ctd.DERIVED_PREFIX, params["base_runtime_spec"]))
     for path in want["cdi_spec_dirs"]:
         if not path.startswith("/"):
             raise InputError("cdi_spec_dirs entries must be absolute paths, got %s" % path)
@@ -267,11 +341,6 @@ def validate(params):
     for name in want["runtimes"]:
         if not RUNTIME_NAME_RE.match(name or ""):
             raise InputError("runtimes: %r is not a valid runtime name (letters, digits, _ + -)" % (name,))
-    service = params["service"]
-    if service.endswith(".service") or not UNIT_NAME_RE.match(service):
-        raise InputError("service must be a systemd unit name without .service (letters, digits and : _ . @ -, not "
-                         "starting with - or .), got %r" % (service,))
-    dropin_dir = "/etc/systemd/system/%s.service.d" % service
     if posixpath.dirname(params["unit_dropin"]) != dropin_dir or not DROPIN_NAME_RE.match(posixpath.basename(params["unit_dropin"])):
         raise InputError("unit_dropin must be a .conf file directly in %s, named with letters, digits and _ . @ + - and "
                          "not starting with a dot, got %r" % (dropin_dir, params["unit_dropin"]))
@@ -292,10 +361,29 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
         self.version = None
         self.systemd = None
 
+    def binary(self, name):
+        """How to run ``name``: its plain name when it is on PATH, else its path in k3s's or rke2's own bin
+        directory when the config is theirs (they run containerd from their data directory), else None."""
+        if self.commands.find(name):
+            return name
+        rancher = RANCHER_CONFIG.match(self.params["config"])
+        if rancher:
+            data = rancher.group("data")
+            for directory in (data + "/data/current/bin", data + "/bin"):
+                candidate = "%s/%s" % (directory, name)
+                try:
+                    info = self.host.stat(candidate)
+                except HostReadError:
+                    continue
+                if info is not None and stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
+                    return candidate
+        return None
+
     def run(self, argv, what):
-        if not self.commands.find(argv[0]):
+        path = self.binary(argv[0])
+        if not path:
             raise ApplyError("%s is not installed on the node (needed to %s)" % (argv[0], what), {"command": argv[0]})
-        rc, out, err = self.commands.run(argv)
+        rc, out, err = self.commands.run([path] + list(argv[1:]))
         if rc != 0:
             raise ApplyError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()[-2000:]),
                              {"rc": rc, "stdout": out, "stderr": err})
@@ -312,30 +400,32 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
     def oci_spec(self):
         return self.run(["ctr", "oci", "spec"], "generate the base runtime spec")
 
-    def config_files(self):
-        """[(path, FileState, Document)] in containerd's load order: the main file, then imports (depth first)."""
-        out, seen = [], set()
-
-        def visit(path):
+    def config_files(self, planned=()):
+        """[(path, FileState, Document)] in containerd's load order: the main file, then its imports, breadth first
+        as containerd's LoadConfig reads them (a file once; an entry with ``*`` is globbed, sorted; a relative entry
+        is relative to its file's directory).  ``planned`` are files this run is about to create: they take their
+        place among the glob's matches."""
+        out, seen, pending = [], set(), [self.params["config"]]
+        while pending:
+            path, pending = pending[0], pending[1:]
             if path in seen:
-                return
+                continue
             seen.add(path)
             state = observe_file(self.host, path)
             doc = _toml.parse(state.content if state.exists else "", path)
             out.append((path, state, doc))
             imports = doc.data.get("imports") or []
-            if not isinstance(imports, list):
+            if not isinstance(imports, list) or not all(isinstance(entry, str) for entry in imports):
                 raise ParseError("%s: imports must be a list of paths" % path)
             for entry in imports:
                 entry = entry if entry.startswith("/") else posixpath.join(posixpath.dirname(path), entry)
                 entry = posixpath.normpath(entry)
-                if any(c in entry for c in "*?["):
-                    for match in self.host.glob(entry):
-                        visit(match)
-                elif self.host.exists(entry):
-                    visit(entry)
-
-        visit(self.params["config"])
+                if "*" in entry:  # containerd's resolveImports globs only entries with a '*'
+                    matches = set(self.host.glob(entry))
+                    matches.update(p for p in planned if fnmatch.fnmatchcase(p, entry))
+                    pending.extend(sorted(matches))
+                elif self.host.exists(entry) or entry in planned:
+                    pending.append(entry)
         return out
 
     def dump(self, exists):
@@ -438,25 +528,88 @@ def _mtime(host, path):
     return info.st_mtime if info is not None else None
 
 
-def plan(module, node, want, result):
+def observe_specs(node, current, generated):
+    """{path: text or None} of every base spec the runtimes use now, and of the source of each derived copy."""
+    texts = {}
+    for path in sorted(set(current.values())):
+        if not path or path == generated:
+            continue
+        for candidate in (path, ctd.derived_source(path)):
+            if candidate and candidate not in texts:
+                state = observe_file(node.host, candidate)
+                texts[candidate] = state.content if state.exists else None
+    return texts
+
+
+def choose_target(module, node, files, info, version, changes, result):
+    """Which file the collection writes its keys into: ``(files, target index)``.  The main config, or under a
+    generated one the collection's drop-in in the directory it imports (then ``files`` gets that drop-in at its
+    place in the load order).  Refuses when neither can work (ConflictError saying what to do)."""
+    main_path = files[0][0]
+    if info is None or not changes:
+        return files, 0
+    if info.get("tool") not in ("k3s", "rke2"):
+        if not module.params["edit_generated"]:
+            raise ConflictError(ctd.generated_refusal(main_path, info, version, None),
+                                {"generated": dict(info, path=main_path)}, result.as_dict())
+        module.warn("%s says it is regenerated (%s): edited because edit_generated=true; the edit is lost when its "
+                    "generator runs again" % (main_path, info.get("header")))
+        return files, 0
+    # k3s/rke2 render config.toml again at every start: editing it is pointless even with edit_generated
+    directory = ctd.dropin_dir(files[0][2], main_path) if version >= (2, 0) else None
+    if directory is None:
+        raise ConflictError(ctd.generated_refusal(main_path, info, version, directory),
+                            {"generated": dict(info, path=main_path)}, result.as_dict())
+    dropin = "%s/%s" % (directory, ctd.GENERATED_DROPIN)
+    planned = node.config_files(planned=(dropin,))
+    result.observed["config_dropin"] = dropin
+    return planned, [p for p, dummy_s, dummy_d in planned].index(dropin)
+
+
+def plan(module, node, want, result):  # pylint: disable=too-many-locals,too-many-statements,too-many-branches
     """Observe and plan.  Returns (file plans, restart needed, unit changed, effective before)."""
     params = module.params
     version = node.read_version()
-    base_spec = ctd.build_base_spec(node.oci_spec(), want["memlock"], want["nofile"])
     files = node.config_files()
-    eff = node.dump(files[0][1].exists)
+    main_path, main_state = files[0][0], files[0][1]
+    info = ctd.generated_config(main_path, main_state.content if main_state.exists else "")
+    if info is not None and info.get("tool") in ("k3s", "rke2") and params["service"] == "containerd":
+        units = RANCHER_UNITS[info["tool"]]
+        raise ConflictError("%s is %s's containerd config: containerd runs inside %s's own service here, not "
+                            "containerd.service, so its memlock comes from that unit; set service to %s (server) or %s "
+                            "(agent), whichever runs on this node" % (main_path, info["tool"], info["tool"], units[0],
+                                                                       units[1]), {"generated": dict(info, path=main_path)})
+    eff = node.dump(main_state.exists)
+    targets = ctd.target_runtimes(eff, want["runtimes"])
+    current = dict((name, eff["runtimes"][name]["base_runtime_spec"]) for name in targets)
+    texts = observe_specs(node, current, want["base_runtime_spec"])
+    oci = node.oci_spec() if ctd.needs_generated(current, want["base_runtime_spec"]) else None
+    spec_files, dummy_pointers, spec_report, spec_warnings = ctd.plan_specs(current, texts, want, oci)
+    want["spec_paths"] = dict((name, entry["spec"]) for name, entry in spec_report.items())
     changes, warnings = ctd.desired_keys(eff, want, version)
-    for warning in warnings:
+    for warning in spec_warnings + warnings:
         module.warn(warning)
-    edits, versions = ctd.choose_files([(p, d) for p, dummy_s, d in files], changes, version, eff)
     result.observed.update({
         "containerd_version": ".".join(str(p) for p in version),
         "config_version": eff["config_version"],
         "config_files": [p for p, dummy_s, dummy_d in files],
+        "config_generated": dict(info, path=main_path) if info else None,
         "runtimes": eff["runtimes"],
+        "base_specs": spec_report,
         "enable_cdi": eff["enable_cdi"],
         "cdi_spec_dirs": eff["cdi_spec_dirs"],
     })
+    files, target = choose_target(module, node, files, info, version, changes, result)
+    main_version = ctd.file_versions([(files[0][0], files[0][2])], version)[0]
+    edits, versions, overrides = ctd.choose_files([(p, d) for p, dummy_s, d in files], changes, version, eff, target,
+                                                  params["edit_imports"], new_version=main_version)
+    result.observed["imported_overrides"] = overrides
+    if overrides and not params["edit_imports"]:
+        raise ConflictError(ctd.override_message(overrides, files[target][0]), {"imported_overrides": overrides},
+                            result.as_dict())
+    for entry in overrides:
+        module.warn("%s overrides %s (%s): the key is written there because edit_imports=true; the tool that owns "
+                    "that file may write it again" % (entry["file"], entry["key"], entry["why"]))
     per_key = ctd.key_diff(changes, eff)
     plans = []
 
@@ -479,19 +632,34 @@ def plan(module, node, want, result):
                                  "after": {"LimitMEMLOCK": ctd.render_limit(want["memlock"])},
                                  "before_header": params["unit_dropin"], "after_header": params["unit_dropin"]})
 
-    spec_state = observe_file(node.host, params["base_runtime_spec"])
-    spec_plan = plan_file(spec_state, base_spec, 0o644)
-    if spec_plan.changed:
+    for path in sorted(spec_files):
+        planned = spec_files[path]
+        state = observe_file(node.host, path)
+        source_state = observe_file(node.host, planned["source"]) if planned["source"] else None
+        mode = state.mode if state.exists else (source_state.mode if source_state is not None and source_state.exists
+                                                 else 0o644)
+        spec_plan = plan_file(state, planned["content"], mode)
+        if not spec_plan.changed:
+            continue
         plans.append(spec_plan)
-        before = dict((kind, ctd.spec_rlimit(spec_state.content, kind)) for kind in ("RLIMIT_MEMLOCK", "RLIMIT_NOFILE")) \
-            if spec_state.exists else None
-        after = dict((kind, ctd.spec_rlimit(base_spec, kind)) for kind in ("RLIMIT_MEMLOCK", "RLIMIT_NOFILE"))
-        per_key["base_runtime_spec.rlimits"] = {"before": before, "after": after}
+        kinds = ("RLIMIT_MEMLOCK", "RLIMIT_NOFILE")
+        before = dict((kind, ctd.spec_rlimit(state.content if state.exists else texts.get(planned["source"]), kind))
+                      for kind in kinds) if state.exists or planned["source"] else None
+        after = dict((kind, ctd.spec_rlimit(planned["content"], kind)) for kind in kinds)
+        per_key["%s.rlimits" % path] = {"before": before, "after": after}
         if module._diff:
-            result.diffs.append({"before": {"rlimits": before} if before else {},
-                                 "after": {"rlimits": after, "generated_from": "ctr oci spec (containerd %s)"
-                                           % result.observed["containerd_version"]},
-                                 "before_header": params["base_runtime_spec"], "after_header": params["base_runtime_spec"]})
+            if planned["kind"] == "generated":
+                note = {"generated_from": "ctr oci spec (containerd %s)" % result.observed["containerd_version"],
+                        "owner": "rdma.k8s_node"}
+            else:
+                note = {"derived_from": planned["source"], "owner": "rdma.k8s_node (a copy)",
+                        "source_owner": ctd.KNOWN_SPEC_WRITERS.get(planned["source"]) or "not this collection",
+                        "source_written": False, "changed_in_copy": "process.rlimits %s only"
+                        % "/".join(kind for kind, dummy in ctd._owned_rlimits(want["memlock"], want.get("nofile")))}
+            header = path if planned["kind"] == "generated" else "%s (derived copy of %s, which is not written)" % (
+                path, planned["source"])
+            result.diffs.append({"before": {"rlimits": before} if before else {}, "after": dict(note, rlimits=after),
+                                 "before_header": header, "after_header": header})
 
     for index in sorted(edits):
         path, state, doc = files[index]
@@ -501,11 +669,16 @@ def plan(module, node, want, result):
                               state.uid if state.exists else 0, state.gid if state.exists else 0)
         plans.append(file_plan)
         if module._diff:
+            header = path
+            if index == target and index > 0:
+                header += " (the collection's drop-in: %s is regenerated by %s)" % (main_path, (info or {}).get("tool"))
+            elif index > 0:
+                header += " (an imported file, edited because edit_imports=true)"
             result.diffs.append({
                 "before": dict((_toml.render_path(table + (key,)), _json_safe(doc.get(table + (key,))))
                                for table, key, dummy_value in edits[index]),
                 "after": dict((_toml.render_path(table + (key,)), value) for table, key, value in edits[index]),
-                "before_header": path, "after_header": path})
+                "before_header": header, "after_header": header})
     result.extra["changes"] = per_key
     for file_plan in plans:
         result.add(file_plan.action())
@@ -515,7 +688,8 @@ def plan(module, node, want, result):
     if running is not None:
         memlock = running["memlock"]
         started = running["started"]
-        mtimes = [_mtime(node.host, p) for p in [params["unit_dropin"], params["base_runtime_spec"]] + result.observed["config_files"]]
+        watched = [params["unit_dropin"]] + sorted(spec_files) + [p for p, dummy_s, dummy_d in files]
+        mtimes = [_mtime(node.host, p) for p in watched]
         # the start time is exact to within a second (btime is whole seconds): only a file written more
         # than a second after the computed start is certainly newer than the daemon
         stale = bool(memlock and memlock["hard"] != want["memlock"] and after_limit == want["memlock"]) or \
@@ -644,13 +818,15 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             memlock=dict(type="str", default="unlimited"),
-            nofile=dict(type="int", default=1048576),
+            nofile=dict(type="int"),
             config=dict(type="path", default="/etc/containerd/config.toml"),
-            base_runtime_spec=dict(type="path", default="/etc/containerd/cri-base.json"),
+            base_runtime_spec=dict(type="path", default="/etc/containerd/rdma-k8s-node-base-spec.json"),
             runtimes=dict(type="list", elements="str", default=[]),
             cdi=dict(type="bool", default=True),
             cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
-            unit_dropin=dict(type="path", default="/etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf"),
+            edit_imports=dict(type="bool", default=False),
+            edit_generated=dict(type="bool", default=False),
+            unit_dropin=dict(type="path"),
             service=dict(type="str", default="containerd"),
             restart=dict(type="bool", default=False),
             restart_timeout=dict(type="int", default=60),

@@ -318,7 +318,7 @@ class ContainerdBench(Bench):
     name = "containerd_rdma"
     config = "/etc/containerd/config.toml"
     dropin = "/etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf"
-    spec_file = "/etc/containerd/cri-base.json"
+    spec_file = "/etc/containerd/rdma-k8s-node-base-spec.json"   # containerd_rdma's generated spec
 
     def __init__(self, tmp_path, monkeypatch, version=(1, 7)):
         super().__init__(tmp_path, monkeypatch)

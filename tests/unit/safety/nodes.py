@@ -857,6 +857,8 @@ def _toml_value(value):
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an element of an array of tables (containerd 1.7+'s unpack_config), inline
+        return "{" + ", ".join("%s = %s" % (_toml_key(k), _toml_value(v)) for k, v in value.items()) + "}"
     return json.dumps(value)
 
 
@@ -875,12 +877,13 @@ def render_toml(data, prefix=()):
 
 
 def _merge_1x(base, over, path=()):
-    """How containerd 1.x lays a config file over its defaults (BurntSushi/toml decoding into the default
-    struct): tables merge into structs key by key, but an entry of a Go map the file names -- a runtime under
-    ``runtimes`` -- is decoded into a fresh zero value, so the built-in runtime's other keys are gone."""
+    """How containerd 1.x lays a config file over its defaults (TOML decoding into the default struct): tables
+    merge into structs key by key, but a Go map the file names -- ``runtimes`` -- is decoded into a fresh map, so
+    the built-in runtimes are gone (containerd 1.7.34's `config dump` of a file naming only runtimes.nvidia has no
+    runc) and a runtime the file names starts from zero values."""
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and path[-1:] != ("runtimes",):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "runtimes":
             out[key] = _merge_1x(out[key], value, path + (key,))
         else:
             out[key] = value

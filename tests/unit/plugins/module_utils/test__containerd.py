@@ -164,7 +164,15 @@ def test_choose_files_1x_section_owner_is_last_import_with_cri():
     nvidia = ("/etc/containerd/conf.d/99-nvidia.toml", doc('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'))
     changes = [("runtime", "runc", "base_runtime_spec", "/s"), ("cri", None, "enable_cdi", True)]
     eff = ctd.effective(_toml.parse(V2_DUMP))
-    edits, dummy = ctd.choose_files([main, other, nvidia], changes, (1, 7, 24), eff)
+    # by default imported files are not edited: the override is reported and nothing is planned for it
+    edits, dummy, overrides = ctd.choose_files([main, other, nvidia], changes, (1, 7, 24), eff)
+    assert edits == {}
+    assert [(o["file"], o["key"]) for o in overrides] == [(nvidia[0], "runtimes.runc.base_runtime_spec"),
+                                                          (nvidia[0], "enable_cdi")]
+    assert "replaces the whole" in overrides[0]["why"]
+    message = ctd.override_message(overrides, main[0])
+    assert nvidia[0] in message and "edit_imports=true" in message
+    edits, dummy, overrides = ctd.choose_files([main, other, nvidia], changes, (1, 7, 24), eff, edit_imports=True)
     runc = ctd.CRI_V2 + ("containerd", "runtimes", "runc")
     # the owner file has no runc table yet: it is re-stated first, or 1.x would replace the built-in one
     assert edits == {2: [(runc, "runtime_type", ctd.RUNC_TYPE), (runc, "base_runtime_spec", "/s"),
@@ -210,7 +218,8 @@ def test_new_runc_table_on_debian_stock_config_keeps_runtime_type_and_sandbox_mo
     before = ctd.effective(_toml.parse(DUMP_17_RUNC % ("", ctd.RUNC_TYPE, "podsandbox", ZERO_OPTIONS)))
     assert before["runtime_settings"] == {"runc": {"runtime_type": ctd.RUNC_TYPE, "sandbox_mode": "podsandbox"}}
     changes, dummy = ctd.desired_keys(before, WANT, (1, 7, 24))
-    edits, versions = ctd.choose_files([("/etc/containerd/config.toml", doc(DEBIAN_STOCK))], changes, (1, 7, 24), before)
+    edits, versions, dummy = ctd.choose_files([("/etc/containerd/config.toml", doc(DEBIAN_STOCK))], changes, (1, 7, 24),
+                                              before)
     text = ctd.apply_edits(DEBIAN_STOCK, versions[0], edits[0], "config.toml")
     runc = _toml.parse(text).get(ctd.CRI_V2 + ("containerd", "runtimes", "runc"))
     assert runc == {"runtime_type": ctd.RUNC_TYPE, "sandbox_mode": "podsandbox",
@@ -235,8 +244,8 @@ def test_options_that_are_set_are_kept_when_seeding():
     dump = DUMP_17_RUNC % ("", ctd.RUNC_TYPE, "podsandbox", "    SystemdCgroup = true\n    BinaryName = \"/usr/bin/nvidia-container-runtime\"\n")
     eff = ctd.effective(_toml.parse(dump))
     runc = ctd.CRI_V2 + ("containerd", "runtimes", "runc")
-    edits, dummy = ctd.choose_files([("/etc/containerd/config.toml", doc("version = 2\n"))],
-                                    [("runtime", "runc", "base_runtime_spec", "/s")], (1, 6, 20), eff)
+    edits, dummy, dummy = ctd.choose_files([("/etc/containerd/config.toml", doc("version = 2\n"))],
+                                           [("runtime", "runc", "base_runtime_spec", "/s")], (1, 6, 20), eff)
     assert edits[0] == [(runc + ("options",), "BinaryName", "/usr/bin/nvidia-container-runtime"),
                         (runc + ("options",), "SystemdCgroup", True), (runc, "runtime_type", ctd.RUNC_TYPE),
                         (runc, "sandbox_mode", "podsandbox"), (runc, "base_runtime_spec", "/s")]
@@ -251,8 +260,8 @@ def test_seeding_needs_the_current_settings():
 
 def test_2x_merges_runtime_tables_so_nothing_is_seeded():
     eff = ctd.effective(_toml.parse(DUMP_17_RUNC % ("", ctd.RUNC_TYPE, "podsandbox", "")))
-    edits, dummy = ctd.choose_files([("/etc/containerd/config.toml", doc("version = 3\n"))],
-                                    [("runtime", "runc", "base_runtime_spec", "/s")], (2, 1, 9), eff)
+    edits, dummy, dummy = ctd.choose_files([("/etc/containerd/config.toml", doc("version = 3\n"))],
+                                           [("runtime", "runc", "base_runtime_spec", "/s")], (2, 1, 9), eff)
     assert edits == {0: [(ctd.CRI_V3 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s")]}
 
 
@@ -261,8 +270,14 @@ def test_choose_files_2x_per_key_and_file_versions():
     nvidia = ("/etc/containerd/conf.d/99-nvidia.toml", doc(
         "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n  base_runtime_spec = '/old'\n"))
     changes = [("runtime", "runc", "base_runtime_spec", "/s"), ("runtime", "nvidia", "base_runtime_spec", "/s")]
-    edits, versions = ctd.choose_files([main, nvidia], changes, (2, 1, 9))
+    edits, versions, overrides = ctd.choose_files([main, nvidia], changes, (2, 1, 9))
     assert versions == [2, 3]
+    # runc: nothing later sets it, so the main file; nvidia: the drop-in sets the key and would win -> reported
+    assert edits == {0: [(ctd.CRI_V2 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s")]}
+    assert overrides == [{"file": nvidia[0], "key": "runtimes.nvidia.base_runtime_spec", "wanted": "/s", "value": "/old",
+                          "why": "it is loaded after /etc/containerd/config.toml and sets the key (containerd 2.x: the "
+                                 "last file wins)"}]
+    edits, versions, overrides = ctd.choose_files([main, nvidia], changes, (2, 1, 9), edit_imports=True)
     assert edits == {0: [(ctd.CRI_V2 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s")],
                      1: [(ctd.CRI_V3 + ("containerd", "runtimes", "nvidia"), "base_runtime_spec", "/s")]}
 

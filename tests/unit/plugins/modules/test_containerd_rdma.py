@@ -32,7 +32,7 @@ def test_stock_debian_config_keeps_runc_runnable(tmp_path, monkeypatch, version)
     result = bench.run(bench.args(restart=True, restart_timeout=1))
     assert result["changed"] is True
     runc = runc_after(bench)
-    assert runc == {"runtime_type": _containerd.RUNC_TYPE, "base_runtime_spec": "/etc/containerd/cri-base.json"}
+    assert runc == {"runtime_type": _containerd.RUNC_TYPE, "base_runtime_spec": "/etc/containerd/rdma-k8s-node-base-spec.json"}
     text = (bench.root / "etc/containerd/config.toml").read_text()
     assert 'bin_dir = "/usr/lib/cni"' in text
     assert ("runtime_type" in text) is (version < (2, 0))   # 2.x merges runtime tables: nothing to re-state
