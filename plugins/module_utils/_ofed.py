@@ -72,7 +72,10 @@ def version_key(version):
     """Sort key of ``<release>-<build>`` (``24.10-1.1.4.0.200``): the numbers in order."""
     if not isinstance(version, str) or not _NUMBER.match(version):
         raise InputError("%r is not an OFED version like 24.10-1.1.4.0" % (version,))
-    return tuple(int(part) for part in re.split(r"[.-]", version))
+    try:
+        return tuple(int(part) for part in re.split(r"[.-]", version))
+    except ValueError:  # a number of more than 4,300 digits (sys.get_int_max_str_digits())
+        raise InputError("%r... is not an OFED version like 24.10-1.1.4.0 (a number is too long)" % (version[:40],)) from None
 
 
 def module_version(version):

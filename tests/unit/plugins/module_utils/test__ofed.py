@@ -238,3 +238,9 @@ def test_the_test_repositorys_ofed_info_prints_and_parses_like_the_real_one(tmp_
         assert subprocess.run(["bash", str(script), "-n"], capture_output=True, text=True, check=True).stdout == ofed + "\n"
         assert _ofed.parse_ofed_info(short)["version"] == ofed
         assert _ofed.version_from_script(script.read_text(encoding="utf-8"))["label"] == "OFED-internal-" + ofed
+
+
+def test_version_key_of_a_number_int_refuses():
+    """Found by the fuzz suite: a 5,000-digit build number raised ValueError (int max str digits), not InputError."""
+    with pytest.raises(InputError, match="a number is too long"):
+        _ofed.version_key("24.10-" + "1" * 5000)
