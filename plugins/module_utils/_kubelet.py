@@ -557,10 +557,9 @@ FLAG_FIELDS = {
     "eviction-hard": ("evictionHard", "langle"),
     "feature-gates": ("featureGates", "gates"),
 }
-FIELD_FLAGS = dict((field, flag) for flag, (field, dummy_kind) in FLAG_FIELDS.items())
 #: flags whose value is always the next word when not given with '='
 VALUE_FLAGS = frozenset(list(FLAG_FIELDS) + ["config", "config-dir", "kubeconfig", "bootstrap-kubeconfig", "v",
-                                              "container-runtime-endpoint", "node-ip", "hostname-override"])
+                                             "container-runtime-endpoint", "node-ip", "hostname-override"])
 #: the fields facts, the audit and the planner look at: the managed ones and those their validation needs
 RELEVANT_KEYS = MANAGED_KEYS + ("cpuManagerPolicyOptions", "kubeReserved", "systemReserved", "evictionHard",
                                 "featureGates")
@@ -733,6 +732,12 @@ def decider(layers, key, option=None):
 
 
 def _norm(key, value):
+    """A value in the form two equal settings share (CPU lists as sets, memory quantities as bytes)."""
+    if key == "reservedSystemCPUs" and isinstance(value, str):
+        try:
+            return ("cpus", frozenset(parse_cpuset(value, key)))
+        except InputError:
+            return value
     if key == "reservedMemory" and isinstance(value, list):
         out = []
         for entry in value:

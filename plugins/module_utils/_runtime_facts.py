@@ -114,7 +114,7 @@ def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, drop
         line = {"running": bool(pid), "pid": pid, "unit": None, "source": None, "config": None, "config_dir": None,
                 "flags": [], "flags_from": None, "live_flags": None, "problems": []}
     problems.extend(line["problems"])
-    config_file = line["config"] or (config if line["source"] is None else None)
+    config_file = line["config"] or (config if line["source"] in (None, "env files") else None)
     out = {"running": bool(pid), "version": None, "config_file": config_file, "config_dir": line["config_dir"],
            "command_line": {"source": line["source"], "unit": line["unit"], "flags_from": line["flags_from"]},
            "settings": {}, "layers": [], "live_flags": line["live_flags"], "state_files": {}, "problems": problems}

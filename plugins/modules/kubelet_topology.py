@@ -404,7 +404,7 @@ def check_params(params):
 def resolve_target(params, version, line):
     """``(target dict for kub.plan, config path)`` from the mode and the kubelet's command line."""
     config = line["config"]
-    if config is None and line["source"] is None:
+    if config is None and line["source"] in (None, "env files"):
         config = params["config"]  # nothing says how the kubelet starts: the documented default
     flags = dict((k, v) for k, v in (("config", config), ("config-dir", line["config_dir"])) if v)
     mode, where = kub.choose_target(params["mode"], version, flags, params["config"])
@@ -582,6 +582,7 @@ def apply(module, node, host, params, plans, stale_states, needs_restart, result
             except (OSError, RdmaNodeError) as exc:
                 module.warn("could not remove the saved copy %s%s: %s" % (path, ROLLBACK_SUFFIX, getattr(exc, "strerror", None) or exc))
     return result.as_dict(with_diff=module._diff)
+
 
 ROLLBACK_SUFFIX = ".rdma-k8s-node-rollback"
 

@@ -7,6 +7,7 @@ import pytest
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
 from unit.plugins.kubelet_nodes import SCENARIOS, build_tree, scenario, write
 
 
@@ -104,8 +105,8 @@ def test_config_layers_mark_only_the_collections_own_files(tmp_path):
     write(tmp_path, base + "/99-rdma-k8s-node-topology.conf", "cpuManagerPolicy: none\n")  # same name, not ours
     layers, docs = kh.config_layers(HostRoot(str(tmp_path)), "/var/lib/kubelet/config.yaml", base,
                                     "50-rdma-k8s-node-topology.conf")
-    assert [(layer["kind"], layer.get("ours")) for layer in layers] == [("config", None), ("dropin", True),
-                                                                         ("dropin", False)]
+    assert [(layer["kind"], layer.get("ours")) for layer in layers] == [
+        ("config", None), ("dropin", True), ("dropin", False)]
     assert layers[0]["settings"] == {"cpuManagerPolicy": "none"} and docs["/var/lib/kubelet/config.yaml"]["fmt"] == "yaml"
 
 
@@ -118,3 +119,11 @@ def test_a_malformed_drop_in_is_an_error_naming_it_or_a_problem(tmp_path):
     problems = []
     assert kh.config_layers(HostRoot(str(tmp_path)), None, base, problems=problems) == ([], {})
     assert problems[0]["what"] == base + "/10-bad.conf"
+
+
+def test_facts_without_unit_or_process_read_the_flag_files_and_the_default_config(tmp_path):
+    write(tmp_path, "/var/lib/kubelet/config.yaml", "cpuManagerPolicy: static\nreservedSystemCPUs: 0-1\n")
+    write(tmp_path, "/var/lib/kubelet/kubeadm-flags.env", 'KUBELET_KUBEADM_ARGS="--cpu-manager-policy=none"\n')
+    facts = kubelet_facts(HostRoot(str(tmp_path)))
+    assert facts["config_file"] == "/var/lib/kubelet/config.yaml" and facts["command_line"]["source"] == "env files"
+    assert facts["settings"]["cpuManagerPolicy"] == "none"  # the flag wins over the file

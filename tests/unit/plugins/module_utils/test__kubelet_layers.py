@@ -181,8 +181,8 @@ def test_plan_places_the_drop_in_and_finds_nothing_to_override():
     layers = [_config(topologyManagerPolicy="none"), _dropin("40-nodeadm.conf", maxPods=58),
               kub.flags_layer([], "/u")]
     planned = kub.plan(layers, WANT, DROPIN_TARGET)
-    assert [layer["path"] for layer in planned["layers"]] == ["/etc/kubelet/config.json", "/d/40-nodeadm.conf",
-                                                             "/d/" + kub.DEFAULT_DROPIN_NAME, "/u"]
+    assert [layer["path"] for layer in planned["layers"]] == [
+        "/etc/kubelet/config.json", "/d/40-nodeadm.conf", "/d/" + kub.DEFAULT_DROPIN_NAME, "/u"]
     assert planned["ours"] == 2 and planned["conflicts"] == [] and planned["delete"] == []
     assert planned["after"]["topologyManagerPolicy"] == "single-numa-node"
     assert kub.changes(planned["before"], planned["after"], WANT) == {
@@ -305,3 +305,10 @@ def test_yaml_rendering_of_the_own_drop_in_is_what_earlier_releases_wrote():
     content = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "cpuManagerPolicy": "static"}
     assert kub.render_own_dropin(content) == "# Managed by rdma.k8s_node.kubelet_topology\n" + yaml.safe_dump(
         content, default_flow_style=False, sort_keys=False)
+
+
+def test_reserved_cpus_compare_as_cpu_sets():
+    layers = [_config(), kub.flags_layer(_flags("--reserved-cpus=0,1"), "/u")]
+    assert kub.plan(layers, {"reservedSystemCPUs": "0-1"}, CONFIG_TARGET)["conflicts"] == []
+    with pytest.raises(ConflictError):
+        kub.plan(layers, {"reservedSystemCPUs": "0-2"}, CONFIG_TARGET)
