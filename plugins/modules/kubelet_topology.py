@@ -223,7 +223,7 @@ observed:
       description: The installed kubelet's version.
       type: str
     persisted:
-      description: The managed keys as the config file and drop-ins set them.
+      description: The managed keys as the kubelet gets them before the change (config file, drop-ins, then flags).
       type: dict
     state_files:
       description: C(policyName) of each manager state file (null when absent).

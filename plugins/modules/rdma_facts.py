@@ -340,7 +340,9 @@ ansible_facts:
           description:
             - containerd and kubelet as they run and as they are configured - containerd's version, config version,
               C(base_runtime_spec) and its memlock, C(enable_cdi), C(LimitMEMLOCK) of the unit and of the running
-              process; the kubelet's config file, topology/CPU/memory manager settings and state-file policies.
+              process; the kubelet's command line (from its process or its systemd unit), config file and C(--config-dir)
+              drop-ins as layers in the kubelet's order with the flags that override them, the effective
+              topology/CPU/memory manager settings and state-file policies.
             - Values that cannot be read are null, with the reason in its own C(problems) list.
           type: dict
           returned: always
