@@ -51,6 +51,9 @@ LEVELS = (PIX, PXB, PHB, NODE, SYS)
 _BDF_RE = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 _HOST_BRIDGE_RE = re.compile(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$")
 _CPULIST_ITEM_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
+#: CPU numbers above this are refused: Linux supports at most 8192 CPUs (NR_CPUS), and a list such as 0-4294967295
+#: (or a mask of that many bits) would fill the memory
+MAX_CPU = 65535
 
 
 def parse_bdf(text):
@@ -166,6 +169,8 @@ def parse_cpulist(text):
         match = _CPULIST_ITEM_RE.match(item)
         if not match:
             raise ValueError("not a CPU list item: %r" % item)
+        if any(len(number.lstrip("0")) > 5 or int(number) > MAX_CPU for number in match.groups() if number):
+            raise ValueError("CPU number above %d in %r" % (MAX_CPU, item[:40]))
         low = int(match.group(1))
         high = int(match.group(2)) if match.group(2) is not None else low
         if high < low:
@@ -184,14 +189,9 @@ def cpumask_to_list(text):
     value = 0
     for word in words:
         value = (value << 32) | int(word, 16)
-    cpus = []
-    bit = 0
-    while value:
-        if value & 1:
-            cpus.append(bit)
-        value >>= 1
-        bit += 1
-    return cpus
+        if value.bit_length() > MAX_CPU + 1:
+            raise ValueError("CPU mask with a CPU above %d: %r" % (MAX_CPU, text[:40]))
+    return [bit for bit, digit in enumerate(reversed(bin(value)[2:])) if digit == "1"]
 
 
 def format_cpulist(cpus):
@@ -220,5 +220,8 @@ def bdf_key(text):
 
 
 def natural_key(text):
-    """Sort key that orders ``mlx5_2`` before ``mlx5_10``."""
-    return [int(chunk) if chunk.isdigit() else chunk for chunk in re.split(r"(\d+)", text or "")]
+    """Sort key that orders ``mlx5_2`` before ``mlx5_10``: each run of digits compares by its value, as (number of
+    digits, digits) without leading zeros (no int(): it refuses '²' and 5,000 digits, and an int next to a str
+    would not compare)."""
+    return [(len(chunk.lstrip("0")), chunk.lstrip("0")) if index % 2 else chunk
+            for index, chunk in enumerate(re.split(r"([0-9]+)", text or ""))]

@@ -1,5 +1,7 @@
 """Pure PCI topology: BDF parsing, sysfs ancestry and the nvidia-smi distance classes, table-driven."""
 
+import time
+
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as topo
@@ -197,3 +199,30 @@ def test_bdf_key_orders_numerically_not_textually():
                  "0000:1b:00.1"]
     assert sorted(addresses, key=topo.bdf_key) == ["0000:1b:00.0", "0000:1b:00.1", "0000:43:00.0", "0000:9d:00.0",
                                                    "0001:00:00.0", "10000:00:04.0", "garbage"]
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_topology.py) ----------------------------------------------------
+@pytest.mark.parametrize("text", ["0-4294967295", "0-" + "9" * 40, "65536", "0-1," + "1" * 5000])
+def test_parse_cpulist_refuses_cpus_no_machine_has(text):
+    """0-4294967295 built a list of 2^32 ints (the fuzz run was OOM-killed at 20 GB); 40 digits OverflowError,
+    5,000 digits ValueError from int() (now the documented ValueError with its reason)."""
+    with pytest.raises(ValueError, match="CPU number above 65535"):
+        topo.parse_cpulist(text)
+    assert topo.parse_cpulist("0-65535")[-1] == 65535
+
+
+def test_cpumask_is_bounded_and_linear():
+    """A mask wider than 65,536 bits is refused; leading zero words cost nothing (the bits were shifted out one by
+    one, quadratic in the mask's width)."""
+    with pytest.raises(ValueError, match="CPU above 65535"):
+        topo.cpumask_to_list("1" + "00000000," * 2048 + "00000000")
+    start = time.monotonic()
+    assert topo.cpumask_to_list("00000000," * 100_000 + "00000003") == [0, 1]
+    assert topo.cpumask_to_list(",".join(["ffffffff"] * 2048)) == list(range(65536))
+    assert time.monotonic() - start < 2
+
+
+def test_natural_key_sorts_names_int_refuses():
+    """'²' is str.isdigit() but int() refuses it (ValueError), so is a run of 5,000 digits."""
+    names = ["mlx5_" + "1" * 5000, "\u00b2", "mlx5_10", "mlx5_02", "mlx5_1"]
+    assert sorted(names, key=topo.natural_key) == ["mlx5_1", "mlx5_02", "mlx5_10", "mlx5_" + "1" * 5000, "\u00b2"]
