@@ -314,7 +314,12 @@ class _Json:
             return False, "", ", ", ": "
         between = self.text[open_pos + 1:members[0][1]]
         key_sep = members[0][4] if "\n" not in members[0][4] else ": "
-        item_sep = self.text[members[0][3]:members[1][1]] if len(members) > 1 else "," + between
+        if len(members) > 1:
+            item_sep = self.text[members[0][3]:members[1][1]]
+        elif "\n" in between:
+            item_sep = "," + between
+        else:  # one member on one line: items spaced as keys are (json.dumps: ", " with ": ")
+            item_sep = ", " if key_sep.endswith(" ") else ","
         if "\n" in between:
             return True, between[between.rfind("\n") + 1:], item_sep, key_sep
         return False, "", item_sep, key_sep

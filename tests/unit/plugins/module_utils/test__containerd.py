@@ -297,3 +297,208 @@ def test_version_3_config_on_1x_is_refused():
 def test_apply_edits_new_file_gets_native_version():
     text = ctd.apply_edits("", 3, [(ctd.CRI_V3 + ("containerd", "runtimes", "runc"), "base_runtime_spec", "/s")], "c")
     assert text.startswith("version = 3\n")
+
+
+# -- another tool's base spec: the derived copy --------------------------------------------------------------------
+NODEADM_LIKE = '''{
+  "ociVersion": "1.1.0",
+  "process": {
+    "cwd": "/",
+    "rlimits": [
+      {
+        "type": "RLIMIT_NOFILE",
+        "soft": 65536,
+        "hard": 1048576
+      }
+    ]
+  },
+  "root": {"path": "rootfs"}
+}'''
+
+
+def test_derive_adds_memlock_after_the_last_entry_in_its_style():
+    text = ctd.derive_spec(NODEADM_LIKE, INF, None, "s.json")
+    assert text == NODEADM_LIKE.replace('''        "hard": 1048576
+      }''', '''        "hard": 1048576
+      },
+      {
+        "type": "RLIMIT_MEMLOCK",
+        "soft": 18446744073709551615,
+        "hard": 18446744073709551615
+      }''')
+    assert not text.endswith("\n")          # the owner's file had no trailing newline: neither has the copy
+    assert ctd.derive_spec(text, INF, None, "s.json") == text   # a second derivation changes nothing
+
+
+def test_derive_replaces_values_in_place_and_keeps_other_rlimits():
+    text = ctd.derive_spec(NODEADM_LIKE, 4194304, 16384, "s.json")
+    assert '"soft": 16384,\n        "hard": 16384' in text
+    rlimits = json.loads(text)["process"]["rlimits"]
+    assert rlimits == [{"type": "RLIMIT_NOFILE", "soft": 16384, "hard": 16384},
+                       {"type": "RLIMIT_MEMLOCK", "soft": 4194304, "hard": 4194304}]
+    again = ctd.derive_spec(text, INF, None, "s.json")       # memlock changes, the asked-for nofile stays
+    assert json.loads(again)["process"]["rlimits"][1] == {"type": "RLIMIT_MEMLOCK", "soft": INF, "hard": INF}
+    assert again.replace(str(INF), "4194304") == text
+
+
+@pytest.mark.parametrize("text,expected", [
+    # kubespray's one-line json.dumps (", " and ": "), one rlimit
+    ('{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "hard": 65535, "soft": 65535}], "x": 1}}',
+     '{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "hard": 65535, "soft": 65535}, {"type": "RLIMIT_MEMLOCK", '
+     '"hard": 18446744073709551615, "soft": 18446744073709551615}], "x": 1}}'),
+    # Go's compact json.Marshal, no rlimits at all
+    ('{"process":{"cwd":"/"}}',
+     '{"process":{"cwd":"/","rlimits":[{"type":"RLIMIT_MEMLOCK","hard":18446744073709551615,"soft":18446744073709551615}]}}'),
+    ('{"process": {}}',
+     '{"process": {"rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": 18446744073709551615, "soft": 18446744073709551615}]}}'),
+    ('{"process": {"rlimits": null}}',
+     '{"process": {"rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": 18446744073709551615, "soft": 18446744073709551615}]}}'),
+    # tabs, an empty list
+    ('{\n\t"process": {\n\t\t"rlimits": []\n\t}\n}\n',
+     '{\n\t"process": {\n\t\t"rlimits": [\n\t\t\t{\n\t\t\t\t"type": "RLIMIT_MEMLOCK",\n\t\t\t\t"hard": 18446744073709551615,'
+     '\n\t\t\t\t"soft": 18446744073709551615\n\t\t\t}\n\t\t]\n\t}\n}\n'),
+    # an entry without soft: written whole
+    ('{"process": {"rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": 1}]}}',
+     '{"process": {"rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": 18446744073709551615, "soft": 18446744073709551615}]}}'),
+])
+def test_derive_in_the_files_style(text, expected):
+    assert ctd.derive_spec(text, INF) == expected
+
+
+def test_derive_sets_every_duplicate_entry():
+    text = '{"process": {"rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": 1, "soft": 1}, {"type": "RLIMIT_MEMLOCK", "hard": 2, "soft": 2}]}}'
+    assert [r["hard"] for r in json.loads(ctd.derive_spec(text, 64))["process"]["rlimits"]] == [64, 64]
+
+
+@pytest.mark.parametrize("text,phrase", [
+    ("not json", "is not JSON"), ("[1]", "not a JSON object"), ('{"process": 1}', "'process' is not an object"),
+    ('{"ociVersion": "1.0.0"}', "has no process object"), ('{"process": {"rlimits": 3}}', "not a list of objects"),
+])
+def test_derive_refuses_what_is_no_spec(text, phrase):
+    with pytest.raises(ParseError) as info:
+        ctd.derive_spec(text, INF, None, "/etc/containerd/x.json")
+    assert phrase in info.value.msg and "/etc/containerd/x.json" in info.value.msg
+
+
+def test_derived_names():
+    assert ctd.derived_path("/etc/containerd/base-runtime-spec.json") == "/etc/containerd/rdma-k8s-node.base-runtime-spec.json"
+    assert ctd.derived_source("/etc/containerd/rdma-k8s-node.cri-base.json") == "/etc/containerd/cri-base.json"
+    assert ctd.derived_source("/etc/containerd/rdma-k8s-node-base-spec.json") is None
+    assert ctd.derived_source("/etc/containerd/rdma-k8s-node.") is None
+
+
+SPEC_WANT = {"memlock": INF, "nofile": None, "base_runtime_spec": "/etc/containerd/rdma-k8s-node-base-spec.json"}
+
+
+def test_plan_specs_generate_derive_keep():
+    satisfied = json.dumps({"process": {"rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": INF, "soft": INF}]}})
+    current = {"runc": "", "nvidia": "/etc/containerd/base-runtime-spec.json", "nvidia-cdi": "/etc/containerd/base-runtime-spec.json",
+               "kata": "/opt/spec.json"}
+    texts = {"/etc/containerd/base-runtime-spec.json": NODEADM_LIKE, "/opt/spec.json": satisfied}
+    files, pointers, report, warnings = ctd.plan_specs(current, texts, SPEC_WANT, oci_spec())
+    derived = "/etc/containerd/rdma-k8s-node.base-runtime-spec.json"
+    assert sorted(files) == sorted([derived, SPEC_WANT["base_runtime_spec"]])   # one copy for both nvidia runtimes
+    assert files[derived] == {"content": ctd.derive_spec(NODEADM_LIKE, INF), "kind": "derived",
+                              "source": "/etc/containerd/base-runtime-spec.json"}
+    assert pointers == {"runc": SPEC_WANT["base_runtime_spec"], "nvidia": derived, "nvidia-cdi": derived}
+    assert report["nvidia"]["owner"] == "other" and "nodeadm" in report["nvidia"]["written_by"]
+    assert report["kata"] == {"path": "/opt/spec.json", "owner": "other", "written_by": None, "action": "keep",
+                              "spec": "/opt/spec.json", "note": report["kata"]["note"]}
+    assert json.loads(files[SPEC_WANT["base_runtime_spec"]]["content"])["process"]["rlimits"][0]["hard"] == 1048576
+    assert warnings == []
+
+
+def test_plan_specs_a_derived_copy_follows_its_source():
+    derived = "/etc/containerd/rdma-k8s-node.base-runtime-spec.json"
+    edited = NODEADM_LIKE.replace('"cwd": "/"', '"cwd": "/srv"')          # the owner changed its file since
+    texts = {derived: ctd.derive_spec(NODEADM_LIKE, INF), "/etc/containerd/base-runtime-spec.json": edited}
+    files, pointers, report, warnings = ctd.plan_specs({"nvidia": derived}, texts, SPEC_WANT)
+    assert files[derived]["content"] == ctd.derive_spec(edited, INF) and pointers == {} and warnings == []
+    assert report["nvidia"]["owner"] == "rdma.k8s_node" and report["nvidia"]["derived_from"].endswith("/base-runtime-spec.json")
+    # the source is gone: the copy is kept (only the rlimits set), with a warning
+    texts["/etc/containerd/base-runtime-spec.json"] = None
+    files, pointers, report, warnings = ctd.plan_specs({"nvidia": derived}, texts, SPEC_WANT)
+    assert files[derived]["content"] == texts[derived] and "is gone" in warnings[0]
+
+
+def test_plan_specs_refuses_a_missing_owner_spec_and_needs_ctr_for_a_new_one():
+    with pytest.raises(ConflictError) as info:
+        ctd.plan_specs({"runc": "/etc/containerd/gone.json"}, {"/etc/containerd/gone.json": None}, SPEC_WANT)
+    assert "does not exist" in info.value.msg
+    with pytest.raises(ParseError):
+        ctd.plan_specs({"runc": ""}, {}, SPEC_WANT)
+    assert ctd.needs_generated({"a": "/x", "b": ""}, "/g") and not ctd.needs_generated({"a": "/x"}, "/g")
+
+
+def test_desired_keys_follow_the_spec_plan():
+    eff = ctd.effective(_toml.parse(V2_DUMP))
+    want = dict(WANT, cdi=False, spec_paths={"runc": "/a", "nvidia": ""})
+    changes, dummy = ctd.desired_keys(eff, want, (1, 7, 24))
+    assert changes == [("runtime", "runc", "base_runtime_spec", "/a")]      # nvidia: already ""
+
+
+# -- config versions 4 and imported files ---------------------------------------------------------------------
+def test_version_4_needs_containerd_2_3_and_uses_v3_paths():
+    assert ctd.file_version(doc("version = 4\n"), (2, 3, 4)) == 4
+    assert ctd.cri_paths(4) == ctd.cri_paths(3)
+    assert ctd.native_version((2, 3, 0)) == 4 and ctd.native_version((2, 2, 7)) == 3
+    with pytest.raises(ConflictError) as info:
+        ctd.file_version(doc("version = 4\n"), (2, 2, 7))
+    assert "2.3 or later" in info.value.msg
+    eff = ctd.effective(_toml.parse("version = 4\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n"))
+    assert eff["enable_cdi"] is True
+
+
+def test_imported_file_without_version_reads_version_2_names():
+    dropin = doc('[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = false\n')
+    assert ctd.file_version(dropin, (1, 7, 0), imported=True) == 2
+    assert ctd.file_version(dropin, (1, 7, 0)) == 1
+    main = ("/etc/containerd/config.toml", doc("version = 2\n"))
+    edits, dummy, overrides = ctd.choose_files([main, ("/d.toml", dropin)], [("cri", None, "enable_cdi", True)], (1, 7, 0))
+    assert overrides[0]["file"] == "/d.toml" and overrides[0]["value"] is False and edits == {}
+
+
+def test_2x_key_set_in_an_earlier_file_is_overridden_by_the_collections_dropin():
+    main = ("/k3s/config.toml", doc("version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n"))
+    ours = ("/k3s/config-v3.toml.d/50-rdma-k8s-node.toml", doc(""))
+    later = ("/k3s/config-v3.toml.d/90-user.toml", doc("version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n"
+                                                        "  base_runtime_spec = '/u.json'\n"))
+    changes = [("cri", None, "enable_cdi", True), ("runtime", "runc", "base_runtime_spec", "/s")]
+    edits, versions, overrides = ctd.choose_files([main, ours, later], changes, (2, 1, 4), target=1, new_version=3)
+    assert versions == [3, 3, 3]
+    assert edits == {1: [(ctd.CRI_V3, "enable_cdi", True)]}                 # ours sorts after config.toml: it wins
+    assert [(o["file"], o["key"], o["value"]) for o in overrides] == [(later[0], "runtimes.runc.base_runtime_spec", "/u.json")]
+
+
+# -- generated configs ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path,text,expected", [
+    ("/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+     "# File generated by k3s. DO NOT EDIT. Use config-v3.toml.tmpl instead.\nversion = 3\n",
+     {"tool": "k3s", "header": "# File generated by k3s. DO NOT EDIT. Use config-v3.toml.tmpl instead."}),
+    ("/var/lib/rancher/rke2/agent/etc/containerd/config.toml", "version = 3\n", {"tool": "rke2", "header": None}),
+    ("/opt/k3s-data/agent/etc/containerd/config.toml", "# File generated by k3s. DO NOT EDIT.\n",   # --data-dir
+     {"tool": "k3s", "header": "# File generated by k3s. DO NOT EDIT."}),
+    ("/etc/containerd/config.toml", "# Managed by Puppet. DO NOT EDIT.\nversion = 2\n",
+     {"tool": None, "header": "# Managed by Puppet. DO NOT EDIT."}),
+    ("/etc/containerd/config.toml", "# generated with `containerd config default`, then edited\nversion = 2\n", None),
+    ("/etc/containerd/config.toml", "version = 2\n# DO NOT EDIT below\n", None),   # only the header counts
+    ("/etc/containerd/config.toml", "", None),
+])
+def test_generated_config(path, text, expected):
+    assert ctd.generated_config(path, text) == expected
+
+
+def test_dropin_dir_and_refusals():
+    k3s = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
+    main = doc('version = 3\nimports = ["/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d/*.toml"]\n')
+    assert ctd.dropin_dir(main, k3s) == "/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d"
+    assert ctd.dropin_dir(doc('imports = ["conf.d/*.toml", "/x/*/y.toml"]\n'), "/etc/containerd/config.toml") == \
+        "/etc/containerd/conf.d"
+    assert ctd.dropin_dir(doc("version = 3\n"), k3s) is None
+    info = {"tool": "k3s", "header": "# File generated by k3s. DO NOT EDIT."}
+    old = ctd.generated_refusal(k3s, info, (1, 7, 27), None)
+    assert "table twice" in old and "config.toml.tmpl" in old and "containerd 2.x" in old
+    new = ctd.generated_refusal(k3s, info, (2, 1, 4), None)
+    assert "config-v3.toml.d" in new and "Upgrade k3s" in new
+    assert "edit_generated=true" in ctd.generated_refusal("/etc/containerd/config.toml", {"tool": None, "header": "# x"},
+                                                          (2, 1, 4), None)

@@ -6,12 +6,18 @@ leaves runc without ``runtime_type`` and every pod then fails to start.  The mod
 and if an edit changes anything but ``base_runtime_spec`` it must restore the files before containerd sees them.
 """
 
+import json
+
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd, _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+from ansible_collections.rdma.k8s_node.plugins.modules import containerd_rdma
 from unit.plugins.module_utils.test__containerd import DEBIAN_STOCK
 from unit.safety.benches import ContainerdBench
 from unit.safety.nodes import ModuleFail
+
+INF = _containerd.RLIM_INFINITY
 
 
 def stock_bench(tmp_path, monkeypatch, version):
@@ -51,3 +57,114 @@ def test_an_edit_that_would_break_a_runtime_is_rolled_back(tmp_path, monkeypatch
     assert failure["details"]["runtime_drift"]
     after = bench.observe()
     assert after["tree"] == before["tree"] and after["services"] == {"containerd": "active"}
+
+
+# -- other tools' files -------------------------------------------------------------------------------------------
+OWNER_SPEC = '{\n  "ociVersion": "1.1.0",\n  "process": {\n    "cwd": "/",\n    "rlimits": [\n      {\n        "type": ' \
+             '"RLIMIT_NOFILE",\n        "soft": 65536,\n        "hard": 1048576\n      }\n    ]\n  }\n}'
+OWNED_CONFIG = '''version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+  base_runtime_spec = "/etc/containerd/base-runtime-spec.json"
+'''
+
+
+def owner_bench(tmp_path, monkeypatch, config=OWNED_CONFIG, version=(1, 7)):
+    bench = ContainerdBench(tmp_path, monkeypatch, version=version)
+    (bench.root / "etc/containerd/config.toml").write_text(config)
+    (bench.root / "etc/containerd/base-runtime-spec.json").write_text(OWNER_SPEC)
+    return bench
+
+
+def test_owner_spec_is_never_written_and_the_copy_follows_it(tmp_path, monkeypatch):
+    bench = owner_bench(tmp_path, monkeypatch)
+    owner = bench.root / "etc/containerd/base-runtime-spec.json"
+    copy = bench.root / "etc/containerd/rdma-k8s-node.base-runtime-spec.json"
+    result = bench.run(bench.args(cdi=False))
+    assert result["observed"]["base_specs"]["runc"]["action"] == "derive"
+    assert owner.read_text() == OWNER_SPEC and copy.read_text() == _containerd.derive_spec(OWNER_SPEC, INF)
+    assert 'base_runtime_spec = "/etc/containerd/rdma-k8s-node.base-runtime-spec.json"' in \
+        (bench.root / "etc/containerd/config.toml").read_text()
+    headers = [d["after_header"] for d in result["diff"]]
+    assert any("derived copy of /etc/containerd/base-runtime-spec.json, which is not written" in h for h in headers)
+    assert bench.run(bench.args(cdi=False))["changed"] is False
+    # the owner's tool rewrites its spec: the next run carries the change into the copy, still not touching the owner
+    owner.write_text(OWNER_SPEC.replace('"cwd": "/"', '"cwd": "/srv"'))
+    again = bench.run(bench.args(cdi=False))
+    assert again["changed"] is True and [a["target"] for a in again["actions"] if "file" in a["action"]] == \
+        ["/etc/containerd/rdma-k8s-node.base-runtime-spec.json"]
+    assert '"cwd": "/srv"' in copy.read_text() and owner.read_text() != copy.read_text()
+    assert again["observed"]["base_specs"]["runc"]["owner"] == "rdma.k8s_node"
+
+
+def test_owner_spec_that_already_has_the_limit_is_kept(tmp_path, monkeypatch):
+    bench = owner_bench(tmp_path, monkeypatch)
+    satisfied = _containerd.derive_spec(OWNER_SPEC, INF)
+    (bench.root / "etc/containerd/base-runtime-spec.json").write_text(satisfied)
+    result = bench.run(bench.args(cdi=False))
+    assert result["observed"]["base_specs"]["runc"]["action"] == "keep"
+    assert [a["target"] for a in result["actions"] if "file" in a["action"]] == [bench.dropin]   # only the unit
+    # nofile asked for: the owner's spec has another value, so a copy is made after all
+    result = bench.run(bench.args(cdi=False, nofile=4096))
+    assert result["observed"]["base_specs"]["runc"]["action"] == "derive"
+    copy = json.loads((bench.root / "etc/containerd/rdma-k8s-node.base-runtime-spec.json").read_text())
+    assert copy["process"]["rlimits"][0] == {"type": "RLIMIT_NOFILE", "soft": 4096, "hard": 4096}
+
+
+def test_missing_owner_spec_is_refused(tmp_path, monkeypatch):
+    bench = owner_bench(tmp_path, monkeypatch)
+    (bench.root / "etc/containerd/base-runtime-spec.json").unlink()
+    before = bench.observe()["tree"]
+    failure = bench.run(bench.args(), expect=ModuleFail)
+    assert "base-runtime-spec.json does not exist" in failure["msg"]
+    assert bench.observe()["tree"] == before
+
+
+def test_import_override_is_refused_with_the_file_and_value(tmp_path, monkeypatch):
+    bench = ContainerdBench(tmp_path, monkeypatch, version=(2, 1))
+    (bench.root / "etc/containerd/config.toml").write_text('version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    (bench.root / "etc/containerd/conf.d").mkdir()
+    (bench.root / "etc/containerd/conf.d/99-nvidia.toml").write_text(
+        "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n")
+    before = bench.observe()["tree"]
+    failure = bench.run(bench.args(), expect=ModuleFail)
+    assert "/etc/containerd/conf.d/99-nvidia.toml sets enable_cdi = false" in failure["msg"]
+    assert failure["details"]["imported_overrides"][0]["wanted"] is True
+    assert bench.observe()["tree"] == before
+    result = bench.run(bench.args(edit_imports=True))
+    assert "enable_cdi = true" in (bench.root / "etc/containerd/conf.d/99-nvidia.toml").read_text()
+    assert any("an imported file, edited because edit_imports=true" in d["after_header"] for d in result["diff"])
+    assert result["observed"]["imported_overrides"][0]["file"] == "/etc/containerd/conf.d/99-nvidia.toml"
+    assert bench.run(bench.args(edit_imports=True))["changed"] is False
+
+
+def test_generated_header_is_refused_unless_edit_generated(tmp_path, monkeypatch):
+    bench = ContainerdBench(tmp_path, monkeypatch)
+    config = bench.root / "etc/containerd/config.toml"
+    config.write_text("# Managed by Puppet. DO NOT EDIT.\n" + config.read_text())
+    before = bench.observe()["tree"]
+    failure = bench.run(bench.args(), expect=ModuleFail)
+    assert "says it is regenerated" in failure["msg"] and "Managed by Puppet" in failure["msg"]
+    assert bench.observe()["tree"] == before
+    result = bench.run(bench.args(edit_generated=True))
+    assert result["changed"] is True and any("edit_generated=true" in w for w in result.get("warnings", []))
+
+
+def test_k3s_needs_its_own_service(tmp_path, monkeypatch):
+    bench = ContainerdBench(tmp_path, monkeypatch, version=(2, 1))
+    k3s = bench.root / "var/lib/rancher/k3s/agent/etc/containerd"
+    k3s.mkdir(parents=True)
+    (k3s / "config.toml").write_text("# File generated by k3s. DO NOT EDIT. Use config-v3.toml.tmpl instead.\nversion = 3\n")
+    failure = bench.run(bench.args(config="/var/lib/rancher/k3s/agent/etc/containerd/config.toml"), expect=ModuleFail)
+    assert "set service to k3s (server) or k3s-agent (agent)" in failure["msg"]
+
+
+def test_unit_dropin_follows_the_service():
+    params = {"memlock": "unlimited", "nofile": None, "config": "/etc/containerd/config.toml", "runtimes": [],
+              "base_runtime_spec": "/etc/containerd/rdma-k8s-node-base-spec.json", "cdi": True,
+              "cdi_spec_dirs": ["/etc/cdi"], "service": "k3s-agent", "unit_dropin": None, "restart_timeout": 60}
+    containerd_rdma.validate(params)
+    assert params["unit_dropin"] == "/etc/systemd/system/k3s-agent.service.d/50-rdma-k8s-node-memlock.conf"
+    with pytest.raises(InputError) as info:
+        containerd_rdma.validate(dict(params, base_runtime_spec="/etc/containerd/rdma-k8s-node.x.json", unit_dropin=None))
+    assert info.value.msg.startswith("base_runtime_spec must not be named rdma-k8s-node.")
