@@ -48,6 +48,9 @@ DEFAULTS = {"topologyManagerPolicy": "none", "topologyManagerScope": "container"
             "memoryManagerPolicy": "None"}
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|K|M|G|T|P|E|m)?\Z")
+#: CPU numbers above this are refused: Linux supports at most 8192 CPUs (NR_CPUS), and a range such as 0-4294967295
+#: would build a set that fills the memory
+MAX_CPU = 65535
 _FACTORS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
             "k": 10 ** 3, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
 
@@ -57,6 +60,8 @@ def parse_kubelet_version(text):
     match = re.search(r"v?(\d+)\.(\d+)\.(\d+)", text or "")
     if not match:
         raise ParseError("cannot read a kubelet version from %r" % (text or "").strip()[:200])
+    if any(len(part) > 9 for part in match.groups()):  # int() refuses more than 4,300 digits
+        raise ParseError("cannot read a kubelet version from %r: a number is too long" % (text or "").strip()[:200])
     return tuple(int(part) for part in match.groups())
 
 
@@ -65,6 +70,8 @@ def parse_quantity(value, what):
     match = _QUANTITY.match(str(value).strip())
     if not match or match.group(2) == "m":
         raise InputError("%s: %r is not a memory quantity such as 512Mi or 1Gi" % (what, value))
+    if len(match.group(1)) > 30:  # float() would give inf (int() of it: OverflowError); no memory is that large
+        raise InputError("%s: %s... is larger than any memory quantity" % (what, str(value).strip()[:40]))
     return int(float(match.group(1)) * _FACTORS[match.group(2)])
 
 
@@ -77,6 +84,8 @@ def parse_cpuset(text, what):
         match = re.match(r"^(\d+)(?:-(\d+))?\Z", part)
         if not match:
             raise InputError("%s: %r is not a CPU list such as 0-1,32-33" % (what, text))
+        if any(len(number.lstrip("0")) > 5 or int(number) > MAX_CPU for number in match.groups() if number):
+            raise InputError("%s: %s... names a CPU above %d, more than Linux supports" % (what, part[:40], MAX_CPU))
         low, high = int(match.group(1)), int(match.group(2) or match.group(1))
         if high < low:
             raise InputError("%s: range %s is backwards" % (what, part))
@@ -181,7 +190,7 @@ def _nonzero_cpu(value):
 def _validate_option_value(name, value):
     if name == "prefer-closest-numa-nodes" and value not in ("true", "false"):
         raise InputError("topology_manager_policy_options: prefer-closest-numa-nodes must be true or false, got %r" % value)
-    if name == "max-allowable-numa-nodes" and (not value.isdigit() or int(value) <= 8):
+    if name == "max-allowable-numa-nodes" and (not (value.isascii() and value.isdigit()) or len(value) > 9 or int(value) <= 8):
         raise InputError("topology_manager_policy_options: max-allowable-numa-nodes must be an integer above 8, got %r" % value)
     if name == "numa-allocation-strategy" and value not in ("none", "most-allocated", "least-allocated"):
         raise InputError("topology_manager_policy_options: numa-allocation-strategy must be none, most-allocated or "
@@ -640,7 +649,7 @@ def _flag_value(kind, value, what):
     entries = []  # reserved_memory
     for reservation in value.split(";") if value else []:
         node, sep, limits = reservation.partition(":")
-        if not sep or not node.strip().isdigit():
+        if not sep or not (node.strip().isascii() and node.strip().isdigit()) or len(node.strip()) > 9:
             raise ParseError("%s: %r is not numaNode:type=quantity[,type=quantity]; the kubelet refuses to start"
                              % (what, reservation))
         pairs = {}

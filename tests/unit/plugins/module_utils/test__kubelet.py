@@ -3,7 +3,7 @@
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError
 
 CPUS = set(range(16))
 NODES = {0, 1}
@@ -112,3 +112,31 @@ def test_cpuset_and_quantities():
     assert kub.parse_quantity("1G", "x") == 10 ** 9
     with pytest.raises(InputError):
         kub.parse_cpuset("0-a", "reserved_system_cpus")
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_kubelet.py) -----------------------------------------------------
+@pytest.mark.parametrize("text", ["0-4294967295", "0-" + "9" * 40, "65536", "1" * 5000])
+def test_cpuset_refuses_cpus_no_machine_has(text):
+    """reserved_system_cpus 0-4294967295 built a set of 2^32 ints (the fuzz run was OOM-killed at 20 GB); 5,000
+    digits was a ValueError from int()."""
+    with pytest.raises(InputError, match="names a CPU above 65535"):
+        kub.parse_cpuset(text, "reserved_system_cpus")
+    assert max(kub.parse_cpuset("0-65535", "x")) == 65535
+
+
+@pytest.mark.parametrize("value", ["1" * 400 + "Gi", "9" * 5000])
+def test_quantity_too_large(value):
+    """float('1' * 400) is inf: int() of it raised OverflowError."""
+    with pytest.raises(InputError, match="larger than any memory quantity"):
+        kub.parse_quantity(value, "reserved_memory limits.memory")
+
+
+def test_numbers_int_refuses_are_input_or_parse_errors():
+    """'²'.isdigit() is true and int('²') a ValueError; so is int() of 5,000 digits."""
+    with pytest.raises(ParseError, match="a number is too long"):
+        kub.parse_kubelet_version("Kubernetes v1.30." + "1" * 5000)
+    with pytest.raises(ParseError, match="is not numaNode:type=quantity"):
+        kub.flag_settings([{"name": "reserved-memory", "value": "\u00b2:memory=1Gi"}])
+    for value in ("\u00b2", "9" * 5000):
+        with pytest.raises(InputError, match="must be an integer above 8"):
+            kub.validate({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": value}}, {}, (1, 31, 0), [], [])
