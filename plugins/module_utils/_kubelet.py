@@ -700,6 +700,36 @@ def absolute(path, base="/"):
 
 
 # -- layers: the kubelet's sources in the order it applies them -------------------------------------------------------
+_STRING_KEYS = ("topologyManagerPolicy", "topologyManagerScope", "cpuManagerPolicy", "memoryManagerPolicy",
+                "reservedSystemCPUs")
+_MAP_KEYS = ("topologyManagerPolicyOptions", "cpuManagerPolicyOptions", "kubeReserved", "systemReserved",
+             "evictionHard", "featureGates")
+
+
+def check_shapes(data, path):
+    """Refuse (ParseError naming ``path``) a relevant field of the wrong type: the kubelet's decoder refuses it too
+    (a string field given a number or a list, a map given a list, a reservation that is not a list of
+    ``{numaNode, limits}``)."""
+    def bad(key, what):
+        raise ParseError("%s: %s must be %s, got %r; the kubelet refuses this file" % (path, key, what, data[key]),
+                         {"path": path, "key": key})
+    for key in _STRING_KEYS:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            bad(key, "a string")
+    for key in _MAP_KEYS:
+        value = data.get(key)
+        if value is not None and (not isinstance(value, dict) or
+                                  any(isinstance(v, (dict, list)) for v in value.values())):
+            bad(key, "a mapping of plain values")
+    entries = data.get("reservedMemory")
+    if entries is not None:
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("numaNode"), int) and not isinstance(e.get("numaNode"), bool)
+                and isinstance(e.get("limits"), dict) for e in entries):
+            bad("reservedMemory", "a list of {numaNode: <int>, limits: {memory: <quantity>}}")
+    return data
+
+
 def relevant(data):
     """The fields of a configuration the collection looks at (``null`` ones left out: they change nothing)."""
     return dict((k, data[k]) for k in RELEVANT_KEYS if k in data and data[k] is not None)

@@ -186,18 +186,24 @@ def command_line(host, pid=None, unit=UNIT):
     return out
 
 
-def walk_dropins(host, directory, prefix=""):
+def walk_dropins(host, directory):
     """``[(name relative to directory, path)]`` of the files the kubelet merges from --config-dir, in its order:
     filepath.WalkDir (each directory's entries by name, subdirectories entered, links not followed into) keeping
     the names whose extension is ``.conf``."""
     out = []
-    for name in host.listdir(directory):
-        path = directory.rstrip("/") + "/" + name
+    stack = [(directory.rstrip("/") or "/", "", iter(host.listdir(directory)))]
+    while stack:
+        base, prefix, names = stack[-1]
+        name = next(names, None)
+        if name is None:
+            stack.pop()
+            continue
+        path = (base if base != "/" else "") + "/" + name
         info = host.stat(path, follow=False)
         if info is None:
             continue
         if stat.S_ISDIR(info.st_mode):
-            out.extend(walk_dropins(host, path, prefix + name + "/"))
+            stack.append((path, prefix + name + "/", iter(host.listdir(path))))
         elif "." in name and name[name.rindex("."):] == ".conf":
             out.append((prefix + name, path))
     return out
@@ -211,6 +217,7 @@ def read_document(host, path, problems=None):
         if text is None:
             return None
         data, fmt = kub.load_document(text, path)
+        kub.check_shapes(data, path)
     except RdmaNodeError as exc:
         if problems is None:
             raise

@@ -1,6 +1,9 @@
 """_kubelet_host: the kubelet's command line and configuration read from a host root as the node starts it."""
 
 import json
+import os
+import sys
+import traceback
 
 import pytest
 
@@ -127,3 +130,36 @@ def test_facts_without_unit_or_process_read_the_flag_files_and_the_default_confi
     facts = kubelet_facts(HostRoot(str(tmp_path)))
     assert facts["config_file"] == "/var/lib/kubelet/config.yaml" and facts["command_line"]["source"] == "env files"
     assert facts["settings"]["cpuManagerPolicy"] == "none"  # the flag wins over the file
+
+
+DEEP = 300
+
+
+def test_a_deep_drop_in_tree_is_walked_without_recursion(tmp_path):
+    """300 nested directories are walked with the stack limited to 60 frames more than the test's own: the walk
+    does not recurse, so a drop-in directory as deep as PATH_MAX allows (about 2,000 levels) is no RecursionError."""
+    base = "/etc/kubernetes/kubelet.conf.d"
+    (tmp_path / base.lstrip("/")).mkdir(parents=True)
+    fd = os.open(str(tmp_path / base.lstrip("/")), os.O_RDONLY | os.O_DIRECTORY)
+    for dummy in range(DEEP):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(os.open("x.conf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    os.close(fd)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(traceback.extract_stack()) + 60)
+    try:
+        names = kh.walk_dropins(HostRoot(str(tmp_path)), base)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert [n.count("/") for n, p in names] == [DEEP]
+
+
+def test_a_field_of_the_wrong_type_in_a_drop_in_is_a_parse_error_naming_it(tmp_path):
+    base = "/etc/kubernetes/kubelet.conf.d"
+    write(tmp_path, base + "/10-x.conf", '{"kubeReserved": ["cpu=1"]}')
+    with pytest.raises(ParseError) as info:
+        kh.config_layers(HostRoot(str(tmp_path)), None, base)
+    assert base + "/10-x.conf: kubeReserved must be" in info.value.msg

@@ -312,3 +312,14 @@ def test_reserved_cpus_compare_as_cpu_sets():
     assert kub.plan(layers, {"reservedSystemCPUs": "0-1"}, CONFIG_TARGET)["conflicts"] == []
     with pytest.raises(ConflictError):
         kub.plan(layers, {"reservedSystemCPUs": "0-2"}, CONFIG_TARGET)
+
+
+@pytest.mark.parametrize("data", [
+    {"topologyManagerPolicy": ["none"]}, {"reservedSystemCPUs": 0}, {"kubeReserved": ["cpu=1"]},
+    {"topologyManagerPolicyOptions": {"a": {"b": 1}}}, {"reservedMemory": {"numaNode": 0}},
+    {"reservedMemory": [{"numaNode": "0", "limits": {}}]}, {"featureGates": "A=true"},
+])
+def test_fields_of_the_wrong_type_are_refused_naming_the_file(data):
+    with pytest.raises(ParseError) as info:
+        kub.check_shapes(data, "/etc/k.json")
+    assert "/etc/k.json: %s must be" % list(data)[0] in info.value.msg
