@@ -711,7 +711,7 @@ def check_shapes(data, path):
     (a string field given a number or a list, a map given a list, a reservation that is not a list of
     ``{numaNode, limits}``)."""
     def bad(key, what):
-        raise ParseError("%s: %s must be %s, got %r; the kubelet refuses this file" % (path, key, what, data[key]),
+        raise ParseError("%s: %s must be %s, got %s; the kubelet refuses this file" % (path, key, what, repr(data[key])[:200]),
                          {"path": path, "key": key})
     for key in _STRING_KEYS:
         if data.get(key) is not None and not isinstance(data[key], str):

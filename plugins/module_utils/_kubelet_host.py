@@ -107,7 +107,10 @@ def unit_command(host, files, problems):
 def process_command(host, pid):
     """``[(word, origin)]`` of a running process's command line, or None when it is gone."""
     path = "/proc/%d/cmdline" % pid
-    data = host.read_bytes(path)
+    try:
+        data = host.read_bytes(path)
+    except HostReadError:  # the process went away (or is going) while it was read
+        return None
     if not data:
         return None
     origin = {"file": path, "how": "process"}

@@ -334,7 +334,7 @@ class Kubelet:
             return None
         try:
             return json.loads(text).get("policyName")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             return "unreadable"
 
     def systemctl(self, *args):
