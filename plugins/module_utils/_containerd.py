@@ -467,6 +467,10 @@ def plan_specs(current, texts, want, oci_spec_text=None):
     for name in sorted(current):
         path = current[name] or ""
         entry = {"path": path or None}
+        if path and not path.startswith("/"):
+            raise ConflictError("runtime %s: base_runtime_spec %r is not an absolute path; containerd would read it "
+                                "relative to its working directory: make it absolute" % (name, path),
+                                {"runtime": name, "path": path})
         if path in ("", generated):
             if oci_spec_text is None:
                 raise ParseError("runtime %s needs a generated spec, and `ctr oci spec` gave none" % name)

@@ -427,6 +427,9 @@ def test_plan_specs_refuses_a_missing_owner_spec_and_needs_ctr_for_a_new_one():
     assert "does not exist" in info.value.msg
     with pytest.raises(ParseError):
         ctd.plan_specs({"runc": ""}, {}, SPEC_WANT)
+    with pytest.raises(ConflictError) as info:
+        ctd.plan_specs({"runc": "spec.json"}, {}, SPEC_WANT)
+    assert "not an absolute path" in info.value.msg
     assert ctd.needs_generated({"a": "/x", "b": ""}, "/g") and not ctd.needs_generated({"a": "/x"}, "/g")
 
 
