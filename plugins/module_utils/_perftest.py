@@ -21,9 +21,20 @@ _NUMBER = r"[-+]?\d+(?:\.\d+)?"
 _RESULT_LINE = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>%s)\s+(?P<avg>%s)\s+(?P<rate>%s)\s*$"
                           % (_NUMBER, _NUMBER, _NUMBER))
 _UNSTABLE = re.compile(r"^\s*Correlation coefficient r\^2:\s*(%s)\s*<" % _NUMBER)
-_HEADER_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z .*_/-]*?)\s*:\s*(?P<value>[^\t]*?)\s*$")
+_HEADER_KEY = re.compile(r"[A-Za-z][A-Za-z .*_/-]*\Z")
 # perftest's own failure messages (from its sources and the captures in tests/unit/.../perftest/)
 _ERROR = re.compile(r"(?i)(couldn'?t|unable to|failed|error|not found|no ib devices|invalid|refused|timed? ?out)")
+
+
+def _header_field(text):
+    """``(key, value)`` of a ``Key : value`` header field, or None: what ``^\\s*(?P<key>[A-Za-z][A-Za-z .*_/-]*?)\\s*:
+    \\s*(?P<value>[^\\t]*?)\\s*$`` matched, without its backtracking (quadratic on a long run of blanks: a 34,000
+    character line took more than 10 s)."""
+    head, sep, rest = text.partition(":")
+    key, value = head.strip(), rest.strip()
+    if not sep or not _HEADER_KEY.match(key) or "\t" in value:
+        return None
+    return key, value
 
 
 def gid_table(entries):
@@ -41,8 +52,8 @@ def gid_table(entries):
 def ipv4_of_gid(gid):
     """``a.b.c.d`` of an IPv4-mapped GID (``0000:...:ffff:0a00:0001``), else None."""
     parts = gid.lower().split(":")
-    if len(parts) != 8 or parts[:5] != ["0000"] * 5 or parts[5] != "ffff":
-        return None
+    if len(parts) != 8 or parts[:5] != ["0000"] * 5 or parts[5] != "ffff" or len(parts[6]) > 4 or len(parts[7]) > 4:
+        return None  # (a group of 5,000 hex digits made "%d" raise ValueError: int max str digits)
     try:
         high, low = int(parts[6], 16), int(parts[7], 16)
     except ValueError:
@@ -152,13 +163,12 @@ def parse_perftest(text):
             out["r_squared"] = float(unstable.group(1))
             continue
         for part in re.split(r"\t+", line):
-            field = _HEADER_FIELD.match(part)
-            if field and not line.lstrip().startswith(("local address", "remote address")) and \
-                    field.group("key").strip() in _FIELDS:
-                out["fields"][_FIELDS[field.group("key").strip()]] = field.group("value").strip()
+            field = _header_field(part)
+            if field and not line.lstrip().startswith(("local address", "remote address")) and field[0] in _FIELDS:
+                out["fields"][_FIELDS[field[0]]] = field[1]
         stripped = line.strip()
         if stripped and not stripped.startswith(("-", "*", "#")) and _ERROR.search(stripped) and \
-                not _HEADER_FIELD.match(stripped.split("\t")[0]):
+                not _header_field(stripped.split("\t")[0]):
             out["errors"].append(stripped)
     return out
 
@@ -172,6 +182,10 @@ _FIELDS = {"Device": "device", "Link type": "link_type", "GID index": "gid_index
 # "NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/4/GDRDMA" (2.12+) and the older "Channel 00 : ..."
 _NCCL_CHANNEL = re.compile(r"NCCL INFO Channel \d+(?:/\d+)?\s*:.*?(?:\[(?P<dir>send|receive)\]\s*)?\bvia "
                            r"(?P<transport>\S+)")
+# a channel line's "via": the search for a channel stops after the transport of the line's last one, as no
+# "NCCL INFO Channel" after it can match (each one rescanned the rest of the line: quadratic on a long line)
+_VIA = re.compile(r"\bvia (?=\S)")
+_NON_BLANKS = re.compile(r"\S*")
 # NCCL's net transport prints "NET/<net>/<dev>[(<proxy rank>)]" + "/GDRDMA" when GPUDirect RDMA is used, "(PCI)" when
 # it goes over PCIe on a C2C platform (2.26+), "/Shared" for shared buffers (2.12+) (src/transport/net.cc)
 _GDRDMA = re.compile(r"/GDRDMA(\(PCI\))?(/Shared)?$")
@@ -204,7 +218,10 @@ def parse_nccl(text):
     warnings = []
     busbw, nranks = None, []
     for line in (text or "").splitlines():
-        channel = _NCCL_CHANNEL.search(line)
+        via = None
+        for via in _VIA.finditer(line):
+            pass
+        channel = _NCCL_CHANNEL.search(line, 0, _NON_BLANKS.match(line, via.end()).end()) if via else None
         if channel:
             name = channel.group("transport")
             transports[name] = transports.get(name, 0) + 1

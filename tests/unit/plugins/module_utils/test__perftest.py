@@ -1,6 +1,7 @@
 """perftest and NCCL output parsing and the GID index choice, on real output (upstream issues and the VM run)."""
 
 import pathlib
+import time
 
 import pytest
 
@@ -168,3 +169,21 @@ def test_nccl_receive_without_gdrdma_still_fails():
 def test_nccl_single_rank_says_why_there_is_no_transport():
     parsed = _perftest.parse_nccl(read("nccl-format-one-rank.txt"))
     assert parsed["verdict"] == "fail" and parsed["nranks"] == 1 and "single rank" in parsed["cause"]
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_perftest.py) ----------------------------------------------------
+def test_long_lines_are_read_in_linear_time():
+    """The header-field regex backtracked quadratically on a long run of blanks (34,000 characters: over 10 s), the
+    NCCL channel search rescanned the rest of the line for every "NCCL INFO Channel" without a later "via"."""
+    start = time.monotonic()
+    assert _perftest.parse_perftest("a" + " " * 200_000 + "a")["fields"] == {}
+    assert _perftest.parse_perftest(" Device" + " " * 200_000 + ": mlx5_0")["fields"] == {"device": "mlx5_0"}
+    assert _perftest.parse_nccl("NCCL INFO Channel 0 :" * 10_000)["transports"] == {}
+    assert _perftest.parse_nccl("NCCL INFO Channel 0 :" * 10_000 + " via NET/IB/0/GDRDMA")["transports"] == {"NET/IB/0/GDRDMA": 1}
+    assert time.monotonic() - start < 3
+
+
+def test_ipv4_of_a_gid_with_an_oversize_group():
+    """A 5,000-digit hex group made "%d" raise ValueError (int max str digits); the kernel prints 4 digits."""
+    assert _perftest.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:" + "f" * 5000 + ":0001") is None
+    assert _perftest.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:0a00:0001") == "10.0.0.1"
