@@ -57,7 +57,8 @@ _FACTORS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
 
 def parse_kubelet_version(text):
     """``(major, minor, patch)`` from ``kubelet --version`` (``Kubernetes v1.30.2``)."""
-    match = re.search(r"v?(\d+)\.(\d+)\.(\d+)", text or "")
+    # (?<!\d): a match starts where a run of digits starts (tried at each digit of a long run, it was quadratic)
+    match = re.search(r"(?<!\d)v?(\d+)\.(\d+)\.(\d+)", text or "")
     if not match:
         raise ParseError("cannot read a kubelet version from %r" % (text or "").strip()[:200])
     if any(len(part) > 9 for part in match.groups()):  # int() refuses more than 4,300 digits

@@ -1,5 +1,7 @@
 """_kubelet: every combination the kubelet refuses at start is refused here, with the reason (pure)."""
 
+import time
+
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
@@ -140,3 +142,12 @@ def test_numbers_int_refuses_are_input_or_parse_errors():
     for value in ("\u00b2", "9" * 5000):
         with pytest.raises(InputError, match="must be an integer above 8"):
             kub.validate({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": value}}, {}, (1, 31, 0), [], [])
+
+
+def test_version_search_is_linear():
+    """The version regex was tried at every digit of a long run and backtracked through the rest: quadratic."""
+    start = time.monotonic()
+    with pytest.raises(ParseError):
+        kub.parse_kubelet_version("1" * 100_000)
+    assert kub.parse_kubelet_version("1v2.3.4") == (2, 3, 4)
+    assert time.monotonic() - start < 1
