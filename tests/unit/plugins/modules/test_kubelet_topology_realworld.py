@@ -35,7 +35,7 @@ def others(data):
 
 
 @pytest.fixture
-def bench(request, tmp_path, monkeypatch):
+def bench(tmp_path, monkeypatch):
     made = []
 
     def make(name, **options):
@@ -44,6 +44,19 @@ def bench(request, tmp_path, monkeypatch):
     yield make
     for one in made:
         one.close()
+
+
+@pytest.fixture
+def no_yaml(monkeypatch):
+    """Importing PyYAML fails, as on a node without python3-yaml."""
+    real_import = builtins.__import__
+
+    def guarded(name, *args, **kwargs):
+        if name == "yaml" or name.startswith("yaml."):
+            raise ImportError("No module named %r" % name)
+        return real_import(name, *args, **kwargs)
+    monkeypatch.delitem(sys.modules, "yaml", raising=False)
+    monkeypatch.setattr(builtins, "__import__", guarded)
 
 
 def test_the_expansion_gives_the_command_line_written_out_from_each_unit(bench):
@@ -253,16 +266,8 @@ def test_a_flag_only_the_running_kubelet_has_needs_a_restart_not_a_refusal(bench
     assert result["conflicts"] == [] and result["restart_required"] == ["kubelet"]
 
 
-def test_json_config_and_json_drop_ins_need_no_pyyaml(bench, monkeypatch):
+def test_json_config_and_json_drop_ins_need_no_pyyaml(bench, no_yaml):  # pylint: disable=unused-argument
     node = bench("eks-al2023")
-    real_import = builtins.__import__
-
-    def guarded(name, *args, **kwargs):
-        if name == "yaml" or name.startswith("yaml."):
-            raise ImportError("No module named %r" % name)
-        return real_import(name, *args, **kwargs)
-    monkeypatch.delitem(sys.modules, "yaml", raising=False)
-    monkeypatch.setattr(builtins, "__import__", guarded)
     result = node.run(node.request())
     text = node.read("/etc/kubernetes/kubelet/config.json.d/" + OWN)
     assert text.startswith(kub.OWN_HEADER) and json.loads(text.split("\n", 1)[1])["cpuManagerPolicy"] == "static"
@@ -282,3 +287,11 @@ def test_a_yaml_config_keeps_its_comments(bench):
     assert "containerRuntimeEndpoint : unix:///var/run/containerd/containerd.sock\n" in after
     assert "failSwapOn: True\n" in after and "topologyManagerPolicy: single-numa-node\n" in after
     assert others(yaml.safe_load(after)) == others(yaml.safe_load(text))
+
+
+def test_a_yaml_config_without_pyyaml_fails_naming_the_file_and_the_package(bench, no_yaml):  # pylint: disable=unused-argument
+    node = bench("kubeadm-deb")
+    before = snapshot(node.root)
+    failure = node.run(node.request(), expect=ModuleFail)
+    assert failure["msg"] == "/var/lib/kubelet/config.yaml is YAML: reading it needs PyYAML (python3-yaml) on the node"
+    assert "exception" not in failure and snapshot(node.root) == before
