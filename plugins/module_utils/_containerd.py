@@ -35,6 +35,8 @@ CRI_V2 = ("plugins", "io.containerd.grpc.v1.cri")
 CRI_V3 = ("plugins", "io.containerd.cri.v1.runtime")
 
 _SIZE = re.compile(r"^([0-9]+)\s*([KMGT]?)(i?B?)?$", re.IGNORECASE)
+#: a byte count of more digits is beyond 2^64 (and int() refuses more than 4,300)
+_MAX_DIGITS = 20
 _UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
 
 
@@ -45,7 +47,7 @@ def parse_limit(value, option="memlock"):
     if text.lower() in ("unlimited", "infinity"):
         return RLIM_INFINITY
     match = _SIZE.match(text)
-    if not match:
+    if not match or len(match.group(1)) > _MAX_DIGITS:
         raise InputError("%s must be 'unlimited' or a byte count such as 4194304 or 64M, got %r" % (option, value))
     number = int(match.group(1)) * _UNITS[match.group(2).upper()]
     if number <= 0 or number >= RLIM_INFINITY:
@@ -62,7 +64,7 @@ def parse_version(text):
     """``(major, minor, patch)`` from ``containerd --version`` (Debian, upstream, or ``2.1.9+unknown`` builds)."""
     for line in (text or "").splitlines():
         match = re.search(r"(?:^|\s)v?(\d+)\.(\d+)(?:\.(\d+))?", line)
-        if match and "containerd" in line.lower():
+        if match and "containerd" in line.lower() and all(len(part or "") <= 9 for part in match.groups()):
             return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
     raise ParseError("cannot read a containerd version from %r" % (text or "").strip()[:200])
 
@@ -85,8 +87,8 @@ def parse_systemd_limit(text):
     if value.lower() in ("infinity", str(RLIM_INFINITY)):
         return RLIM_INFINITY
     match = _SIZE.match(value)
-    if not match:
-        raise ParseError("cannot read LimitMEMLOCK=%s" % text)
+    if not match or len(match.group(1)) > _MAX_DIGITS:
+        raise ParseError("cannot read LimitMEMLOCK=%s" % text[:200])
     return int(match.group(1)) * _UNITS[match.group(2).upper()]
 
 
@@ -136,8 +138,10 @@ def parse_proc_limits(text):
     """``{"soft": bytes, "hard": bytes}`` of "Max locked memory" in /proc/PID/limits (None when absent)."""
     for line in (text or "").splitlines():
         if line.startswith("Max locked memory"):
-            fields = line[len("Max locked memory"):].split()
-            values = [RLIM_INFINITY if f == "unlimited" else int(f) for f in fields[:2]]
+            fields = line[len("Max locked memory"):].split()[:2]
+            if len(fields) < 2 or not all(f == "unlimited" or re.match(r"^[0-9]{1,20}\Z", f) for f in fields):
+                raise ParseError("unexpected 'Max locked memory' line in /proc/<pid>/limits: %r" % line[:200])
+            values = [RLIM_INFINITY if f == "unlimited" else int(f) for f in fields]
             return {"soft": values[0], "hard": values[1]}
     return None
 
@@ -198,11 +202,11 @@ def spec_rlimit(spec_text, kind):
     """``{"soft", "hard"}`` of one rlimit in a spec's text, or None (also for unreadable JSON)."""
     try:
         spec = json.loads(spec_text or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(spec, dict):
-        return None
-    for entry in (spec.get("process") or {}).get("rlimits") or []:
+    process = spec.get("process") if isinstance(spec, dict) else None
+    rlimits = process.get("rlimits") if isinstance(process, dict) else None
+    for entry in rlimits if isinstance(rlimits, list) else []:
         if isinstance(entry, dict) and entry.get("type") == kind:
             return {"soft": entry.get("soft"), "hard": entry.get("hard")}
     return None
@@ -566,6 +570,7 @@ def effective(dump_doc):
     cdi_table, runtimes_table = cri_paths(3 if isinstance(version, int) and version >= 3 else 2)
     runtimes = dump_doc.get(runtimes_table, {}) or {}
     cri = dump_doc.get(cdi_table, {}) or {}
+    runtimes, cri = (table if isinstance(table, dict) else {} for table in (runtimes, cri))  # e.g. runtimes = 5
     return {
         "config_version": version,
         "runtimes": dict((name, {"runtime_type": (rt or {}).get("runtime_type"),

@@ -29,7 +29,7 @@ def _pids_of(host, comms):
     for entry in host.listdir("/proc"):
         if len(found) == len(comms):
             break
-        if entry.isdigit():
+        if entry.isdigit() and entry.isascii():  # ('²'.isdigit() is true, int('²') a ValueError)
             comm = host.try_attr("/proc/%s/comm" % entry)
             if comm in comms:
                 found.setdefault(comm, int(entry))
@@ -70,7 +70,11 @@ def containerd_facts(host, commands=None, config="/etc/containerd/config.toml", 
         problems.append({"what": "containerd unit", "error": exc.msg})
     pid = (_pids_of(host, ("containerd",)) if pids is None else pids).get("containerd")
     if pid:
-        memlock = ctd.parse_proc_limits(host.try_attr("/proc/%d/limits" % pid, "", problems))
+        try:
+            memlock = ctd.parse_proc_limits(host.try_attr("/proc/%d/limits" % pid, "", problems))
+        except RdmaNodeError as exc:
+            problems.append({"what": "/proc/%d/limits" % pid, "error": exc.msg})
+            memlock = None
         out["running"] = {"pid": pid, "memlock": dict((k, _limit(v)) for k, v in memlock.items()) if memlock else None}
     if commands is not None and commands.find("containerd"):
         out["installed"] = True

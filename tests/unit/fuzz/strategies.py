@@ -10,7 +10,9 @@ Ordinary properties draw lines of up to a few thousand characters; the ``huge`` 
 """
 
 import contextlib
+import os
 import signal
+import tempfile
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -216,3 +218,36 @@ class FakeHost:
         import posixpath  # pylint: disable=import-outside-toplevel
         target = self.readlink(path)
         return posixpath.basename(target.rstrip("/")) if target else None
+
+
+def _encode(text):
+    if isinstance(text, bytes):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that escapes no byte: written as CESU-8 (invalid UTF-8 all the same)
+        return text.encode("utf-8", "surrogatepass")
+
+
+@contextlib.contextmanager
+def node_tree(files, links=None):
+    """A real node tree for :class:`~._host.HostRoot` (the facts gatherers use its whole interface): ``files`` maps
+    node paths to text (written as UTF-8, surrogates as the bytes they escape), ``links`` node paths to targets."""
+    from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot  # pylint: disable=import-outside-toplevel
+    with tempfile.TemporaryDirectory(prefix="fuzz-node-") as root:
+        for path, text in sorted(files.items()):
+            local = root + path
+            try:
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                with open(local, "wb") as handle:
+                    handle.write(_encode(text))
+            except (IsADirectoryError, NotADirectoryError, FileExistsError):
+                continue  # a path that is also a directory of another: the first one wins
+        for path, target in sorted((links or {}).items()):
+            local = root + path
+            try:
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                os.symlink(target, local)
+            except (FileExistsError, NotADirectoryError):
+                continue
+        yield HostRoot(root)

@@ -505,3 +505,37 @@ def test_dropin_dir_and_refusals():
     assert "config-v3.toml.d" in new and "Upgrade k3s" in new
     assert "edit_generated=true" in ctd.generated_refusal("/etc/containerd/config.toml", {"tool": None, "header": "# x"},
                                                           (2, 1, 4), None)
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_runtime_facts.py) -----------------------------------------------
+@pytest.mark.parametrize("line", ["Max locked memory", "Max locked memory  8388608", "Max locked memory  x  y  bytes",
+                                  "Max locked memory  " + "1" * 5000 + "  1  bytes"])
+def test_proc_limits_malformed_line_is_a_parse_error(line):
+    """IndexError (one field), ValueError (not a number, or 5,000 digits) escaped before."""
+    with pytest.raises(ParseError, match="unexpected 'Max locked memory' line"):
+        ctd.parse_proc_limits("Limit  Soft Limit  Hard Limit  Units\n" + line + "\n")
+    assert ctd.parse_proc_limits("Max locked memory  unlimited  8388608  bytes") == {
+        "soft": ctd.RLIM_INFINITY, "hard": 8388608}
+
+
+def test_numbers_int_refuses_are_typed_errors():
+    """5,000 digits: int() raised ValueError (int max str digits) in LimitMEMLOCK=, memlock and the version."""
+    with pytest.raises(ParseError, match="cannot read LimitMEMLOCK"):
+        ctd.parse_systemd_limit("1" * 5000)
+    with pytest.raises(InputError, match="must be 'unlimited' or a byte count"):
+        ctd.parse_limit("1" * 5000 + "M")
+    with pytest.raises(ParseError, match="cannot read a containerd version"):
+        ctd.parse_version("containerd containerd.io 1." + "9" * 5000)
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, '{"process": 5}', '{"process": {"rlimits": 7}}',
+                                  '{"process": []}'])
+def test_spec_rlimit_of_any_json_is_none(text):
+    """RecursionError, AttributeError (process not an object) and TypeError (rlimits not a list) escaped before."""
+    assert ctd.spec_rlimit(text, "RLIMIT_MEMLOCK") is None
+
+
+def test_effective_of_a_dump_with_tables_of_the_wrong_type():
+    """'runtimes = 5' in a config: AttributeError ('int' object has no attribute 'items') before."""
+    doc = _toml.parse('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\nruntimes = 5\n')
+    assert ctd.effective(doc)["runtimes"] == {}
