@@ -580,6 +580,8 @@ def effective(dump_doc):
         # runtime table that only containerd's built-in defaults define (see seed_runtime)
         "runtime_settings": dict((name, runtime_settings(rt)) for name, rt in sorted(runtimes.items())
                                  if isinstance(rt, dict)),
+        "runtime_options": dict((name, rt["options"]) for name, rt in sorted(runtimes.items())
+                                if isinstance(rt, dict) and isinstance(rt.get("options"), dict)),
         "enable_cdi": cri.get("enable_cdi"),
         "cdi_spec_dirs": cri.get("cdi_spec_dirs"),
         "cdi_known": "enable_cdi" in cri,
@@ -652,7 +654,15 @@ def seed_runtime(eff, name):
                 walk(prefix + (key,), value)
             else:
                 out.append((prefix, key, value))
-    walk((), eff.get("runtime_settings", {}).get(name, {}))
+
+    settings = dict(eff.get("runtime_settings", {}).get(name, {}))
+    # ``options`` is a map in containerd 1.x: the built-in runc's lists every field (zero values too) while a
+    # table from a file holds only what it sets, so the whole map is re-stated and `config dump` stays the same
+    options = dict((key, value) for key, value in (eff.get("runtime_options", {}).get(name) or {}).items()
+                   if isinstance(value, (str, bool, int)) and (not isinstance(value, int) or -2 ** 63 <= value < 2 ** 63))
+    if options:
+        settings["options"] = dict(settings.get("options") or {}, **options)
+    walk((), settings)
     return out
 
 

@@ -222,8 +222,10 @@ def test_new_runc_table_on_debian_stock_config_keeps_runtime_type_and_sandbox_mo
                                               before)
     text = ctd.apply_edits(DEBIAN_STOCK, versions[0], edits[0], "config.toml")
     runc = _toml.parse(text).get(ctd.CRI_V2 + ("containerd", "runtimes", "runc"))
+    # options is a map: re-stated whole, zero values too, so that `config dump` shows the built-in runtime unchanged
     assert runc == {"runtime_type": ctd.RUNC_TYPE, "sandbox_mode": "podsandbox",
-                    "base_runtime_spec": WANT["base_runtime_spec"]}
+                    "base_runtime_spec": WANT["base_runtime_spec"],
+                    "options": {"BinaryName": "", "NoPivotRoot": False, "ShimCgroup": "", "SystemdCgroup": False}}
     assert 'bin_dir = "/usr/lib/cni"' in text   # the rest of the file is untouched
 
 

@@ -24,6 +24,7 @@ import tomllib
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from unit.plugins.module_utils.test__containerd import DEBIAN_STOCK
 from unit.safety.benches import ContainerdBench
 from unit.safety.nodes import FakeSystemd, ModuleFail, tool
 
@@ -45,7 +46,8 @@ NODEADM_SPEC = "/etc/containerd/base-runtime-spec.json"
 
 
 class Case:  # pylint: disable=too-few-public-methods,too-many-instance-attributes
-    """One node: ``files`` {node path: fixture path (None: an empty directory)}; what the module must do."""
+    """One node: ``files`` {node path: fixture path, or the text itself (None: an empty directory)}; what the
+    module must do."""
 
     def __init__(self, name, line, files, specs=None, refuse=None, options=None, config="/etc/containerd/config.toml",
                  service="containerd", bin_dir="/usr/bin", edited=None):
@@ -78,6 +80,12 @@ CASES = [
         {"runc": "generate", "nvidia": "generate", "nvidia-cdi": "generate", "nvidia-legacy": "generate"}),
     Case("eks-al2-containerd1", (1, 7), {"/etc/containerd/config.toml": "eks-al2/containerd1/etc/containerd/config.toml",
                                          "/etc/containerd/config.d": None}, {"runc": "generate"}),
+    Case("eks-al2-containerd1-on-1.6", (1, 6), {
+        "/etc/containerd/config.toml": "eks-al2/containerd1/etc/containerd/config.toml",
+        "/etc/containerd/config.d": None}, {"runc": "generate"}),
+    # Debian's own config.toml names no runtime: on 1.x the module must re-state runc before its base spec
+    Case("debian-stock-1.6", (1, 6), {"/etc/containerd/config.toml": DEBIAN_STOCK}, {"runc": "generate"}),
+    Case("debian-stock-1.7", (1, 7), {"/etc/containerd/config.toml": DEBIAN_STOCK}, {"runc": "generate"}),
     Case("eks-al2-containerd2", (2, 1), {
         "/etc/containerd/config.toml": "eks-al2/containerd2/etc/eks/containerd/containerd-config.toml"},
         {"runc": "generate"}),
@@ -116,6 +124,11 @@ CASES = [
         refuse="/etc/containerd/conf.d/99-nvidia.toml overrides runtimes.nvidia.base_runtime_spec (containerd 1.x "
                "replaces the whole"),
     Case("nvidia-ctk-v2-complex-edit-imports", (1, 7), {
+        "/etc/containerd/config.toml": NVIDIA_CTK % "v2-complex" + "config.toml",
+        "/etc/containerd/conf.d/99-nvidia.toml": NVIDIA_CTK % "v2-complex" + "conf.d/99-nvidia.toml"},
+        {"runc": "generate", "nvidia": "generate", "nvidia-cdi": "generate", "nvidia-legacy": "generate"},
+        options={"edit_imports": True}, edited=["/etc/containerd/conf.d/99-nvidia.toml"]),
+    Case("nvidia-ctk-v2-complex-edit-imports-1.6", (1, 6), {
         "/etc/containerd/config.toml": NVIDIA_CTK % "v2-complex" + "config.toml",
         "/etc/containerd/conf.d/99-nvidia.toml": NVIDIA_CTK % "v2-complex" + "conf.d/99-nvidia.toml"},
         {"runc": "generate", "nvidia": "generate", "nvidia-cdi": "generate", "nvidia-legacy": "generate"},
@@ -201,7 +214,7 @@ def build_node(tmp_path, monkeypatch, case, engine):
             dest.mkdir(parents=True, exist_ok=True)
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes((CORPUS / fixture).read_bytes())
+        dest.write_bytes(fixture.encode() if "\n" in fixture else (CORPUS / fixture).read_bytes())
     bench.containerd.version_text = LINES[case.line][1]
     if case.bin_dir != "/usr/bin":  # k3s: containerd is in its data directory only
         for name in ("containerd", "ctr"):
