@@ -34,7 +34,8 @@ MODULES_FILE = "/etc/modules"
 SRIOV_STATE = "/etc/rdma-k8s-node/sriov.json"
 SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
 
-_BLS_KEY_RE = re.compile(r"^\s*(\w+)\s+(.*?)\s*$")
+# the value is right-stripped in code: "(.*?)\s*$" backtracked quadratically on a long run of blanks inside a line
+_BLS_KEY_RE = re.compile(r"^\s*(\w+)\s+(.*)$")
 
 
 # -- pure parsers ---------------------------------------------------------------------------------------------------
@@ -47,7 +48,7 @@ def parse_bls_entry(text):
         match = _BLS_KEY_RE.match(line)
         if not match:
             continue
-        key, value = match.groups()
+        key, value = match.group(1), match.group(2).rstrip()
         if key == "options" and "options" in out:
             out[key] = out[key] + " " + value
         else:
@@ -136,7 +137,11 @@ def sriov_state_summary(data):
             raise ValueError("sriov_vfs entries must be objects")
         pfs.append({"netdev": entry.get("netdev"), "rdma_device": entry.get("rdma_device"),
                     "pci_address": entry.get("pci_address"), "num_vfs": entry.get("num_vfs")})
-    guid_pfs = sorted(e.get("pci_address") for e in data.get("ib_vf_guids") or [] if isinstance(e, dict))
+    guids = data.get("ib_vf_guids") or []
+    if not isinstance(guids, list):
+        raise ValueError("ib_vf_guids must be a list")
+    # (an entry without a PCI address, or with a number, sorted with the strings: TypeError before)
+    guid_pfs = sorted((e.get("pci_address") for e in guids if isinstance(e, dict)), key=lambda a: (a is None, str(a)))
     return {"pfs": pfs, "guid_pfs": guid_pfs}
 
 

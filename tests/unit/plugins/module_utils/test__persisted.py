@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import pytest
 
@@ -173,3 +174,23 @@ def test_broken_sriov_state_file_is_a_problem(node, text):
     out = facts(node)
     assert out["sriov"] is None
     assert [p["path"] for p in out["problems"]] == [P.SRIOV_STATE]
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_persisted.py) ---------------------------------------------------
+def test_bls_line_with_a_long_blank_run_is_linear():
+    """``(.*?)\\s*$`` backtracked quadratically: 20,000 blanks inside an options line took 2.5 s."""
+    start = time.monotonic()
+    assert P.parse_bls_entry("options a" + " " * 200_000 + "b \t\n")["options"] == "a" + " " * 200_000 + "b"
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize("data, pfs", [
+    ({"sriov_vfs": [], "ib_vf_guids": [{"pci_address": "b"}, {"pci_address": None}, {}, {"pci_address": "a"}]},
+     ["a", "b", None, None]),
+    ({"sriov_vfs": [], "ib_vf_guids": [{"pci_address": "a"}, {"pci_address": 1}]}, [1, "a"]),
+])
+def test_sriov_state_with_odd_guid_entries(data, pfs):
+    """sorted() of None next to a string (an entry without pci_address) raised TypeError."""
+    assert P.sriov_state_summary(data)["guid_pfs"] == pfs
+    with pytest.raises(ValueError, match="ib_vf_guids must be a list"):
+        P.sriov_state_summary({"sriov_vfs": [], "ib_vf_guids": 5})
