@@ -607,6 +607,8 @@ def parse_command(words, start=1):
                 if nxt is not None and (name in VALUE_FLAGS or not nxt.startswith("-")):
                     value = nxt
                     used.append(index + 1)
+                    if words[index + 1][1] != origin:  # the value word comes from elsewhere ($A ends in the flag)
+                        origin = dict(origin or {}, split=True)
                     index += 1
                 else:
                     value = "" if name in VALUE_FLAGS else "true"
@@ -781,7 +783,7 @@ def _norm(key, value):
     if key == "reservedMemory" and isinstance(value, list):
         out = []
         for entry in value:
-            if not isinstance(entry, dict):
+            if not isinstance(entry, dict) or not isinstance(entry.get("limits") or {}, dict):
                 return value
             limits = {}
             for kind, amount in (entry.get("limits") or {}).items():
@@ -789,7 +791,7 @@ def _norm(key, value):
                     limits[kind] = parse_quantity(amount, kind)
                 except InputError:
                     limits[kind] = amount
-            out.append((entry.get("numaNode"), sorted(limits.items())))
+            out.append((entry.get("numaNode"), sorted(limits.items(), key=repr)))
         return sorted(out, key=repr)
     return value
 
@@ -972,6 +974,11 @@ def _flags_to_remove(conflicts, want):
                     "on_conflict=override does not edit systemd units or unknown command lines: %s is set in %s; remove it "
                     "there (then systemctl daemon-reload), or set on_conflict=ignore" % (flag["flag"], where),
                     {"flag": flag["flag"], "origin": origin})
+            if origin.get("split"):
+                raise ConflictError(
+                    "on_conflict=override cannot take %s out: its value is a separate word that comes from another "
+                    "variable or file than %s; edit the command line by hand, or set on_conflict=ignore"
+                    % (flag["flag"], flag["source"]), {"flag": flag["flag"]})
             if flag["name"] == "topology-manager-policy-options":
                 key, dummy_sep, value = flag["value"].partition("=")
                 if key.strip() not in (want.get(conflict["key"]) or {}):

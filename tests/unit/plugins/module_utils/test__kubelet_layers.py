@@ -323,3 +323,12 @@ def test_fields_of_the_wrong_type_are_refused_naming_the_file(data):
     with pytest.raises(ParseError) as info:
         kub.check_shapes(data, "/etc/k.json")
     assert "/etc/k.json: %s must be" % list(data)[0] in info.value.msg
+
+
+def test_override_refuses_a_flag_whose_value_comes_from_another_variable():
+    one, two = {"file": "/f", "how": "EnvironmentFile", "var": "A"}, {"file": "/f", "how": "EnvironmentFile", "var": "B"}
+    flags = kub.relevant_flags(kub.parse_command([("--cpu-manager-policy", one), ("none", two)], 0))
+    assert flags[0]["origin"]["split"] is True
+    with pytest.raises(ConflictError) as info:
+        kub.plan([_config(), kub.flags_layer(flags, "/u")], {"cpuManagerPolicy": "static"}, CONFIG_TARGET, "override")
+    assert "separate word that comes from another variable" in info.value.msg
