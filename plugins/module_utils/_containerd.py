@@ -786,11 +786,13 @@ def choose_files(files, changes, containerd_version, eff=None, target=0, edit_im
         chosen, reason = winning_file(files, versions, containerd_version, kind, name, key, target)
         if chosen != target:
             path, doc = files[chosen]
+            if reason == "section":
+                why = ("containerd 1.x replaces the whole [%s] section with the one of the last file that names it"
+                       % _toml.render_path(cri_paths(versions[chosen])[0]))
+            else:
+                why = "it is loaded after %s and sets the key (containerd 2.x: the last file wins)" % files[target][0]
             entry = {"file": path, "key": _label(kind, name, key), "wanted": value,
-                     "value": doc.get(_key_path(versions[chosen], kind, name, key)),
-                     "why": ("containerd 1.x replaces the whole [%s] section with the one of the last file that names "
-                             "it" % _toml.render_path(cri_paths(versions[chosen])[0])) if reason == "section" else
-                            "it is loaded after %s and sets the key (containerd 2.x: the last file wins)" % files[target][0]}
+                     "value": doc.get(_key_path(versions[chosen], kind, name, key)), "why": why}
             overrides.append(entry)
             if not edit_imports:
                 continue

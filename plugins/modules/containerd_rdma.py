@@ -105,7 +105,7 @@ options:
     description:
       - Write a key into the imported file that would override it (the last one that sets it on containerd 2.x, the
         last one that names the CRI plugin on 1.x) instead of failing. That file belongs to another tool, which may
-        write it again (nvidia-ctk does whenever it runs): run this module after it.
+        write it again (nvidia-ctk does whenever it runs), so run this module after it.
     type: bool
     default: false
   edit_generated:
@@ -577,8 +577,9 @@ def plan(module, node, want, result):  # pylint: disable=too-many-locals,too-man
         units = RANCHER_UNITS[info["tool"]]
         raise ConflictError("%s is %s's containerd config: containerd runs inside %s's own service here, not "
                             "containerd.service, so its memlock comes from that unit; set service to %s (server) or %s "
-                            "(agent), whichever runs on this node" % (main_path, info["tool"], info["tool"], units[0],
-                                                                       units[1]), {"generated": dict(info, path=main_path)})
+                            "(agent), whichever runs on this node"
+                            % (main_path, info["tool"], info["tool"], units[0], units[1]),
+                            {"generated": dict(info, path=main_path)})
     eff = node.dump(main_state.exists)
     targets = ctd.target_runtimes(eff, want["runtimes"])
     current = dict((name, eff["runtimes"][name]["base_runtime_spec"]) for name in targets)
@@ -636,8 +637,11 @@ def plan(module, node, want, result):  # pylint: disable=too-many-locals,too-man
         planned = spec_files[path]
         state = observe_file(node.host, path)
         source_state = observe_file(node.host, planned["source"]) if planned["source"] else None
-        mode = state.mode if state.exists else (source_state.mode if source_state is not None and source_state.exists
-                                                 else 0o644)
+        mode = 0o644
+        if state.exists:
+            mode = state.mode
+        elif source_state is not None and source_state.exists:
+            mode = source_state.mode   # a derived copy is as readable as the owner's file
         spec_plan = plan_file(state, planned["content"], mode)
         if not spec_plan.changed:
             continue

@@ -466,8 +466,9 @@ def test_imported_file_without_version_reads_version_2_names():
 def test_2x_key_set_in_an_earlier_file_is_overridden_by_the_collections_dropin():
     main = ("/k3s/config.toml", doc("version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n"))
     ours = ("/k3s/config-v3.toml.d/50-rdma-k8s-node.toml", doc(""))
-    later = ("/k3s/config-v3.toml.d/90-user.toml", doc("version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n"
-                                                        "  base_runtime_spec = '/u.json'\n"))
+    later = ("/k3s/config-v3.toml.d/90-user.toml",
+             doc("version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n"
+                 "  base_runtime_spec = '/u.json'\n"))
     changes = [("cri", None, "enable_cdi", True), ("runtime", "runc", "base_runtime_spec", "/s")]
     edits, versions, overrides = ctd.choose_files([main, ours, later], changes, (2, 1, 4), target=1, new_version=3)
     assert versions == [3, 3, 3]

@@ -303,9 +303,9 @@ def test_realworld_node(tmp_path, monkeypatch, case, engine):  # pylint: disable
     assert dict((name, entry["action"]) for name, entry in result["observed"]["base_specs"].items()) == case.specs
     again = bench.run(args(bench, case))
     assert again["changed"] is False, again["actions"]
+    specs = dict((name, entry["spec"]) for name, entry in result["observed"]["base_specs"].items())
     assert again["observed"]["runtimes"] == dict(
-        (name, dict(rt, base_runtime_spec=result["observed"]["base_specs"].get(name, {}).get("spec",
-                                                                                           rt["base_runtime_spec"])))
+        (name, dict(rt, base_runtime_spec=specs.get(name, rt["base_runtime_spec"])))
         for name, rt in result["observed"]["runtimes"].items())
     after = tree(root)
     targets = set(case.specs)
