@@ -208,7 +208,7 @@ class _Discovery:
             link_layer = self.reader.attr(base + "/link_layer")
             gid0 = self.reader.attr(base + "/gids/0")
             ports.append({
-                "port": int(name) if name.isdigit() else name,
+                "port": int(name) if name.isdigit() and name.isascii() else name,  # (int("²") is a ValueError)
                 "link_layer": link_layer,
                 "state": _state_name(self.reader.attr(base + "/state")),
                 "phys_state": _state_name(self.reader.attr(base + "/phys_state")),
@@ -285,7 +285,11 @@ class _Discovery:
         argv = ["ip", "link", "show", "dev", netdevs[0]]  # iproute2 without -j (before 4.13, or built without JSON)
         rc, out, err = self.commands.run_kernel(argv)
         if rc == 0:
-            return _sriov.parse_ip_vfs_text(out)
+            try:
+                return _sriov.parse_ip_vfs_text(out)
+            except ParseError as exc:
+                self.reader.problem(" ".join(argv), exc.msg)
+                return {}
         self.reader.problem(" ".join(argv), "rc=%s: %s" % (rc, (err or out).strip()))
         return {}
 

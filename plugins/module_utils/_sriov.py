@@ -101,31 +101,39 @@ def parse_ip_vfs_text(text):
     - each only when the driver reported it (None otherwise)."""
     out = {}
     for line in text.splitlines():
-        match = _VF_LINE.match(line)
-        if not match:
-            continue
-        head, _sep, rest = match.group(2).partition(", ")
-        words = head.split()
-        entry = {"node_guid": None, "port_guid": None, "link_state": None, "trust": None, "spoofchk": None,
-                 "vlan": 0, "qos": 0, "mac": None}
-        if words[:1] == ["MAC"] and len(words) > 1:
-            entry["mac"] = words[1].lower()
-        elif words[:1] == ["link/ether"] and len(words) > 1:
-            entry["mac"] = words[1].lower()
-        for field in (rest.split(", ") if rest else []):
-            key, _sep, value = field.strip().rpartition(" ")
-            if key in ("vlan", "qos") and value.isdigit():
-                entry[key] = int(value)
-            elif key == "spoof checking" and value in _ON_OFF:
-                entry["spoofchk"] = _ON_OFF[value]
-            elif key == "trust" and value in _ON_OFF:
-                entry["trust"] = _ON_OFF[value]
-            elif key == "link-state":
-                entry["link_state"] = value
-            elif key in ("NODE_GUID", "PORT_GUID"):
-                entry["node_guid" if key == "NODE_GUID" else "port_guid"] = _int_guid(value)
-        out[int(match.group(1))] = entry
+        try:
+            _vf_line(line, out)
+        except ValueError as exc:  # a number int() refuses ('²' is isdigit(), 5,000 digits), a GUID that is not hex
+            raise ParseError("ip link show printed a VF line this module cannot read (%s): %r" % (exc, line[:200])) from None
     return out
+
+
+def _vf_line(line, out):
+    """One line of ``ip link show`` into ``out`` (nothing when it is no VF line)."""
+    match = _VF_LINE.match(line)
+    if not match:
+        return
+    head, _sep, rest = match.group(2).partition(", ")
+    words = head.split()
+    entry = {"node_guid": None, "port_guid": None, "link_state": None, "trust": None, "spoofchk": None,
+             "vlan": 0, "qos": 0, "mac": None}
+    if words[:1] == ["MAC"] and len(words) > 1:
+        entry["mac"] = words[1].lower()
+    elif words[:1] == ["link/ether"] and len(words) > 1:
+        entry["mac"] = words[1].lower()
+    for field in (rest.split(", ") if rest else []):
+        key, _sep, value = field.strip().rpartition(" ")
+        if key in ("vlan", "qos") and value.isdigit():
+            entry[key] = int(value)
+        elif key == "spoof checking" and value in _ON_OFF:
+            entry["spoofchk"] = _ON_OFF[value]
+        elif key == "trust" and value in _ON_OFF:
+            entry["trust"] = _ON_OFF[value]
+        elif key == "link-state":
+            entry["link_state"] = value
+        elif key in ("NODE_GUID", "PORT_GUID"):
+            entry["node_guid" if key == "NODE_GUID" else "port_guid"] = _int_guid(value)
+    out[int(match.group(1))] = entry
 
 
 def _int_guid(text):

@@ -580,3 +580,30 @@ def test_no_cpuinfo_and_no_plugins(tmp_path):
     SysfsTree(tmp_path).file("/proc/cpuinfo", "processor\t: 0\nmodel name\t: POWER9\n")
     facts = facts_of(tmp_path)
     assert facts["cpu_vendor"] is None and facts["device_plugins"] == []
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_rdma_discovery.py) ----------------------------------------------
+class _TextOnlyIp:  # pylint: disable=too-few-public-methods
+    """``ip`` without JSON output whose text has a VF line the parser cannot read."""
+
+    @staticmethod
+    def run_kernel(argv):
+        if "-j" in argv:
+            return 1, "", "Option \"-j\" is unknown"
+        return 0, "    vf 0     MAC 02:00:00:00:00:01, NODE_GUID zz\n", ""
+
+
+def test_vf_admin_text_it_cannot_read_is_a_problem(tmp_path):
+    """parse_ip_vfs_text's error (was a ValueError) is a problem of the gather, not a failure of rdma_facts."""
+    discovery = disc._Discovery(HostRoot(str(tmp_path)), _TextOnlyIp())  # pylint: disable=protected-access
+    assert discovery.vf_admin({"netdevs": ["ib0"]}) == {}
+    assert discovery.reader.problems[0]["path"] == "ip link show dev ib0"
+
+
+def test_a_port_directory_int_refuses_keeps_its_name(tmp_path):
+    """ports/² passed str.isdigit() and int('²') raised ValueError."""
+    port = tmp_path / "sys/class/infiniband/mlx5_0/ports/\u00b2"
+    port.mkdir(parents=True)
+    (port / "state").write_text("4: ACTIVE\n")
+    discovery = disc._Discovery(HostRoot(str(tmp_path)))  # pylint: disable=protected-access
+    assert [p["port"] for p in discovery._ports("/sys/class/infiniband/mlx5_0")] == ["\u00b2"]  # pylint: disable=protected-access

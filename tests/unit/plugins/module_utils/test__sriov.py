@@ -219,3 +219,13 @@ def test_hostile_ip_and_devlink_json_is_a_parse_error(text):
             parse(text)
         except ParseError:
             pass
+
+
+# -- found by the fuzz suite (tests/unit/fuzz/test_rdma_discovery.py) ----------------------------------------------
+@pytest.mark.parametrize("line", ["    vf 0     link/ether 02:00:00:00:00:01 brd ff:ff:ff:ff:ff:ff, NODE_GUID zz",
+                                  "    vf 0     MAC 02:00:00:00:00:01, vlan " + "9" * 5000,
+                                  "    vf " + "1" * 5000 + "     MAC 02:00:00:00:00:01"])
+def test_ip_text_vf_line_that_cannot_be_read_is_a_parse_error(line):
+    """A GUID that is not hex or a number int() refuses raised ValueError out of parse_ip_vfs_text."""
+    with pytest.raises(ParseError, match="ip link show printed a VF line this module cannot read"):
+        s.parse_ip_vfs_text("4: ib0: <UP> mtu 4092\n" + line + "\n")
