@@ -97,7 +97,7 @@ def nested(opener, closer="", prefix="", suffix="", low=1, high=10_000):
 def mutated(draw, base):
     """A text from ``base`` with up to five edits: insert odd text, delete, duplicate or swap a slice."""
     text = draw(base)
-    for _ in range(draw(st.integers(0, 5))):
+    for dummy in range(draw(st.integers(0, 5))):
         op = draw(st.sampled_from(("insert", "delete", "duplicate", "swapcase", "truncate")))
         start = draw(st.integers(0, len(text)))
         end = draw(st.integers(start, min(len(text), start + 40)))

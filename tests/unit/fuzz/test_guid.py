@@ -17,8 +17,8 @@ def spellings(value):
     raw = "%016x" % value
     return [_guid.format_guid(value), raw, "0x" + raw, raw.upper(), "-".join(raw[i:i + 2] for i in range(0, 16, 2)),
             ":".join(raw[i:i + 4] for i in range(0, 16, 4)), ".".join(raw[i:i + 4] for i in range(0, 16, 4)),
-            " %s\n" % _guid.format_guid(value), ":".join(str(int(raw[i:i + 2], 16) and raw[i:i + 2].lstrip("0") or "0")
-                                                       for i in range(0, 16, 2))]
+            " %s\n" % _guid.format_guid(value),
+            ":".join(str(int(raw[i:i + 2], 16) and raw[i:i + 2].lstrip("0") or "0") for i in range(0, 16, 2))]
 
 
 GUID_TEXT = st.one_of(GUID_INT.map(lambda v: spellings(v)[0]), GUID_INT.flatmap(lambda v: st.sampled_from(spellings(v))),
@@ -114,9 +114,12 @@ def test_desired_guids_typed(scheme, count, pf_guid, explicit):
         assert len(set(result)) == len(result) and all(0 < g < 2 ** 64 - 1 for g in result)
 
 
-@given(st.lists(GUID_INT, max_size=5), st.dictionaries(st.integers(0, 5), st.fixed_dictionaries(
+OBSERVED_VF = st.fixed_dictionaries(
     {"admin_node": st.one_of(st.none(), GUID_INT), "admin_port": st.one_of(st.none(), GUID_INT),
-     "node": st.one_of(st.none(), GUID_INT), "port": st.one_of(st.none(), GUID_INT)}), max_size=5),
+     "node": st.one_of(st.none(), GUID_INT), "port": st.one_of(st.none(), GUID_INT)})
+
+
+@given(st.lists(GUID_INT, max_size=5), st.dictionaries(st.integers(0, 5), OBSERVED_VF, max_size=5),
        st.dictionaries(GUID_INT, st.text(max_size=5), max_size=3))
 def test_plan_typed_and_idempotent(desired, observed, taken):
     steps = typed_only(_guid.plan, desired, observed, taken)
