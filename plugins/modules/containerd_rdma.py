@@ -550,7 +550,7 @@ def choose_target(module, node, files, info, version, changes, result):
         return files, 0
     if info.get("tool") not in ("k3s", "rke2"):
         if not module.params["edit_generated"]:
-            raise ConflictError(ctd.generated_refusal(main_path, info, version, None),
+            raise ConflictError(ctd.generated_refusal(main_path, info, version, changes),
                                 {"generated": dict(info, path=main_path)}, result.as_dict())
         module.warn("%s says it is regenerated (%s): edited because edit_generated=true; the edit is lost when its "
                     "generator runs again" % (main_path, info.get("header")))
@@ -558,7 +558,7 @@ def choose_target(module, node, files, info, version, changes, result):
     # k3s/rke2 render config.toml again at every start: editing it is pointless even with edit_generated
     directory = ctd.dropin_dir(files[0][2], main_path) if version >= (2, 0) else None
     if directory is None:
-        raise ConflictError(ctd.generated_refusal(main_path, info, version, directory),
+        raise ConflictError(ctd.generated_refusal(main_path, info, version, changes),
                             {"generated": dict(info, path=main_path)}, result.as_dict())
     dropin = "%s/%s" % (directory, ctd.GENERATED_DROPIN)
     planned = node.config_files(planned=(dropin,))

@@ -358,3 +358,22 @@ def test_realworld_node(tmp_path, monkeypatch, case, engine):  # pylint: disable
         assert all(collection_key(k, targets) for k in differ), differ
         assert sorted(dump_before.get("imports") or []) == sorted(dump_after.get("imports") or []) or \
             case.line >= (2, 0)
+
+
+def test_k3s_containerd1_after_the_operator_wrote_the_template(tmp_path, monkeypatch, engine):
+    """The refusal tells the operator which settings to render (k3s, containerd 1.x); once the rendered config has
+    them, the module only maintains the spec file and the unit drop-in, and never edits k3s's config.toml."""
+    case = [c for c in CASES if c.name == "k3s-containerd1"][0]
+    bench = build_node(tmp_path, monkeypatch, case, engine)
+    failure = bench.run(args(bench, case), expect=ModuleFail)
+    needed = failure["msg"].split("The settings it needs: ")[1].rstrip(".")
+    assert needed == 'runtimes.runc.base_runtime_spec = "%s"; enable_cdi = true' % GENERATED
+    config = bench.root / (K3S + "/config.toml").lstrip("/")
+    text = config.read_text().replace('  runtime_type = "io.containerd.runc.v2"\n',
+                                      '  runtime_type = "io.containerd.runc.v2"\n  base_runtime_spec = "%s"\n' % GENERATED, 1)
+    rendered = text.replace('  sandbox_image = ', '  enable_cdi = true\n  sandbox_image = ', 1)
+    config.write_text(rendered)
+    result = bench.run(args(bench, case))
+    assert [a["target"] for a in result["actions"] if "file" in a["action"]] == [
+        "/etc/systemd/system/k3s.service.d/50-rdma-k8s-node-memlock.conf", GENERATED]
+    assert config.read_text() == rendered and bench.run(args(bench, case))["changed"] is False
