@@ -814,6 +814,36 @@ def choose_files(files, changes, containerd_version, eff=None, target=0, edit_im
     return edits, versions, overrides
 
 
+def key_sources(files, containerd_version, eff):
+    """{key label: the file whose value containerd keeps} for the keys the collection sets (``base_runtime_spec``
+    of every runc-type runtime, ``enable_cdi``, ``cdi_spec_dirs``), or None where no file sets it (containerd's
+    default).  ``files`` = [(path, Document)] in load order.  For rdma_facts and the audit: the file to name when
+    the effective value is wrong."""
+    versions = file_versions(files, containerd_version)
+    keys = [("runtime", name, "base_runtime_spec") for name in target_runtimes(eff, [])] + \
+        [("cri", None, "enable_cdi"), ("cri", None, "cdi_spec_dirs")]
+    out = {}
+    for kind, name, key in keys:
+        owner = None
+        for index, (path, doc) in enumerate(files):
+            if containerd_version < (2, 0):
+                if _defines_cri(doc, versions[index]):
+                    owner = path if _defines(doc, versions[index], kind, name, key) else None
+            elif _defines(doc, versions[index], kind, name, key):
+                owner = path
+        out[_label(kind, name, key)] = owner
+    return out
+
+
+def rancher_bin_dirs(config):
+    """Where k3s or rke2 keep their own containerd and ctr when ``config`` is their containerd config (they are not
+    on PATH): ``<data-dir>/data/current/bin`` (k3s), ``<data-dir>/bin`` (rke2); [] otherwise."""
+    match = _RANCHER.match(config or "")
+    if not match:
+        return []
+    return [match.group("data") + "/data/current/bin", match.group("data") + "/bin"]
+
+
 def override_message(overrides, target_path):
     """Why the module refuses when imported files would override its keys, and what to do."""
     lines = []

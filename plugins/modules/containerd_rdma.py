@@ -301,8 +301,7 @@ RUNTIME_NAME_RE = re.compile(r"^[A-Za-z0-9_+-]+\Z")
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
              "/usr/lib/systemd/system", "/lib/systemd/system")
 UNIT_DROPIN_NAME = "50-rdma-k8s-node-memlock.conf"
-# k3s and rke2 run their own containerd from their data directory, not from PATH
-RANCHER_CONFIG = re.compile(r"^(?P<data>/.+/(?P<tool>k3s|rke2))/agent/etc/containerd/config\.toml$")
+# the units that run k3s's and rke2's own containerd
 RANCHER_UNITS = {"k3s": ("k3s", "k3s-agent"), "rke2": ("rke2-server", "rke2-agent")}
 
 
@@ -366,17 +365,14 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
         directory when the config is theirs (they run containerd from their data directory), else None."""
         if self.commands.find(name):
             return name
-        rancher = RANCHER_CONFIG.match(self.params["config"])
-        if rancher:
-            data = rancher.group("data")
-            for directory in (data + "/data/current/bin", data + "/bin"):
-                candidate = "%s/%s" % (directory, name)
-                try:
-                    info = self.host.stat(candidate)
-                except HostReadError:
-                    continue
-                if info is not None and stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
-                    return candidate
+        for directory in ctd.rancher_bin_dirs(self.params["config"]):
+            candidate = "%s/%s" % (directory, name)
+            try:
+                info = self.host.stat(candidate)
+            except HostReadError:
+                continue
+            if info is not None and stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
+                return candidate
         return None
 
     def run(self, argv, what):

@@ -544,3 +544,22 @@ def test_effective_of_a_dump_with_tables_of_the_wrong_type():
     """'runtimes = 5' in a config: AttributeError ('int' object has no attribute 'items') before."""
     doc = _toml.parse('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\nruntimes = 5\n')
     assert ctd.effective(doc)["runtimes"] == {}
+
+
+def test_key_sources_name_the_file_containerd_keeps_a_key_from():
+    main = ("/etc/containerd/config.toml", doc('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+                                               '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = false\n'))
+    nvidia = ("/etc/containerd/conf.d/99-nvidia.toml", doc(
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n  base_runtime_spec = "/s"\n'))
+    eff = ctd.effective(_toml.parse(V2_DUMP))
+    # 1.x: the drop-in names the CRI plugin, so every CRI key comes from it (enable_cdi: its default, not config.toml's)
+    assert ctd.key_sources([main, nvidia], (1, 7, 24), eff) == {
+        "runtimes.nvidia.base_runtime_spec": None, "runtimes.runc.base_runtime_spec": nvidia[0], "enable_cdi": None,
+        "cdi_spec_dirs": None}
+    # 2.x: key by key
+    assert ctd.key_sources([main, nvidia], (2, 1, 4), eff) == {
+        "runtimes.nvidia.base_runtime_spec": None, "runtimes.runc.base_runtime_spec": nvidia[0],
+        "enable_cdi": main[0], "cdi_spec_dirs": None}
+    assert ctd.rancher_bin_dirs("/var/lib/rancher/rke2/agent/etc/containerd/config.toml") == [
+        "/var/lib/rancher/rke2/data/current/bin", "/var/lib/rancher/rke2/bin"]
+    assert ctd.rancher_bin_dirs("/etc/containerd/config.toml") == []
