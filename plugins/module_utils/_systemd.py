@@ -32,6 +32,7 @@ UNIT_DIRS = ("/etc/systemd/system.control", "/run/systemd/system.control", "/run
 
 _WHITESPACE = " \t\n\r"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "s": " ",
               "\\": "\\", '"': '"', "'": "'"}
 
@@ -358,12 +359,12 @@ def _replace_in_word(word, env, used):
             out.append("$")
             index += 2
             continue
-        match = re.match(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", word[index:])
+        match = _VAR_REF.match(word, index)  # (not word[index:]: a copy of the rest per character, quadratic)
         if match:
             name = match.group(1)
             used.append(name)
             out.append(env.get(name, ("",))[0])
-            index += match.end()
+            index = match.end()
             continue
         out.append(word[index])
         index += 1

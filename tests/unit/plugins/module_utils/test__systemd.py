@@ -5,6 +5,7 @@ comments), src/core/execute.c / env-util.c replace_env_argv (``$VAR`` split, ``$
 """
 
 import pathlib
+import time
 
 import pytest
 
@@ -150,3 +151,11 @@ def test_expanded_words_know_where_they_come_from():
     assert sd.describe_origin(words[2][1]) == "$A from /f"
     assert sd.describe_origin(dict(ENV["C"][1], var="C")) == "$C from /u (Environment=)"
     assert sd.describe_origin(words[1][1]) == "ExecStart= in /u/kubelet.service"
+
+
+def test_long_exec_word_is_expanded_in_linear_time():
+    """Found by the fuzz suite: each character of a word copied the rest of it (re.match on word[index:]), so a
+    1,000,000-character ExecStart= word took about 40 s."""
+    start = time.monotonic()
+    words = sd.expand_exec(("/usr/bin/kubelet " + "x" * 1_000_000 + "${A}", "/u", 1), {"A": ("1", {"file": "/e"})})
+    assert words[1][0] == "x" * 1_000_000 + "1" and time.monotonic() - start < 5
