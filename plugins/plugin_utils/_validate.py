@@ -71,14 +71,22 @@ def parse_rails(value):
         if isinstance(item, dict):
             if not item.get("device"):
                 raise ValidateInputError("a rail needs a device: %r" % (item,))
-            rails.append({"device": str(item["device"]), "port": int(item.get("port") or 1),
+            rails.append({"device": str(item["device"]), "port": _port(item.get("port") or 1, item),
                           "netns": item.get("netns")})
         elif isinstance(item, str) and re.match(r"^[^:\s]+(:\d+)?$", item):
             name, dummy, port = item.partition(":")
-            rails.append({"device": name, "port": int(port or 1), "netns": None})
+            rails.append({"device": name, "port": _port(port or 1, item), "netns": None})
         else:
             raise ValidateInputError("a rail is 'device', 'device:port' or {device, port}, got %r" % (item,))
     return rails
+
+
+def _port(value, item):
+    """A rail's port as an int; ValidateInputError for what int() refuses ('x', a list, inf, 5,000 digits)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValidateInputError("a rail's port must be a number, got %r in %r" % (value, item)) from None
 
 
 def default_rails(facts):

@@ -295,3 +295,12 @@ def test_clients_sharing_a_server_rail_run_in_separate_waves():
                    {"b": ["b--c--r0", "b--c--r1"]}]
     ring = v.plan(v.ring_pairs("abcd"), rails, {h: both for h in "abcd"})
     assert len(ring["waves"]) == 1 and ring["waves"][0] == ring["clients"]
+
+
+@pytest.mark.parametrize("rail", [{"device": "mlx5_0", "port": "x"}, {"device": "mlx5_0", "port": [1]},
+                                  {"device": "mlx5_0", "port": float("inf")}, "mlx5_0:" + "1" * 5000])
+def test_rail_port_int_refuses_is_a_validate_input_error(rail):
+    """Found by the fuzz suite: int() raised a plain ValueError/TypeError/OverflowError, which the filter does not
+    turn into its message."""
+    with pytest.raises(v.ValidateInputError, match="port must be a number"):
+        v.parse_rails([rail])
