@@ -20,14 +20,15 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _netns
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 
 GRUB_CFGS = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
 BLS_DIR = "/boot/loader/entries"
 GRUBENVS = ("/boot/grub2/grubenv", "/boot/grub/grubenv")
 # systemd-sysctl's directories, most important first; a file name in an earlier one hides the same name later
-SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
-SYSCTL_CONF = "/etc/sysctl.conf"
+SYSCTL_DIRS = _sysctl.SYSCTL_DIRS
+SYSCTL_CONF = _sysctl.SYSCTL_CONF
 MODULES_LOAD_DIRS = ("/etc/modules-load.d", "/run/modules-load.d", "/usr/local/lib/modules-load.d",
                      "/usr/lib/modules-load.d", "/lib/modules-load.d")
 MODULES_FILE = "/etc/modules"
@@ -101,19 +102,23 @@ def sysctl_key_parts(key):
 
 def persisted_sysctl(files, interfaces):
     """``{interface: {param: {"value": int|str, "file": path}}}`` for ``all``, ``default`` and ``interfaces``
-    from ``files`` = ``[(path, text)]`` in systemd-sysctl's order: the last assignment wins, glob keys
-    (``net.ipv4.conf.*.rp_filter``) apply to every matching interface, as systemd-sysctl does."""
+    from ``files`` = ``[(path, text)]`` in systemd-sysctl's order, as systemd-sysctl applies them at boot: the last
+    assignment of a key wins, an explicit key is never touched by a glob (``net.ipv4.conf.*.rp_filter``) whatever the
+    order, a glob sets every other matching interface, and a ``-key`` line keeps globs (and so this report) off it."""
+    return sysctl_table([(path, _sysctl.parse_file(text)) for path, text in files], interfaces)
+
+
+def sysctl_table(layers, interfaces):
+    """:func:`persisted_sysctl` of parsed layers (``[(path, entries)]``)."""
     names = ["all", "default"] + [i for i in interfaces if i not in ("all", "default")]
     out = dict((name, {}) for name in names)
-    for path, text in files:
-        for key, value, dummy_ignore in sysctl_assignments(text):
-            parts = sysctl_key_parts(key)
-            if len(parts) != 5 or parts[:3] != ["net", "ipv4", "conf"] or parts[4] not in SYSCTL_PARAMS:
-                continue
-            pattern = parts[3]
-            for name in names:
-                if name == pattern or (any(c in pattern for c in "*?[") and fnmatch.fnmatchcase(name, pattern)):
-                    out[name][parts[4]] = {"value": int(value) if re.match(r"^-?\d+$", value) else value, "file": path}
+    options = _sysctl.boot_values(layers)
+    for name in names:
+        for param in SYSCTL_PARAMS:
+            hit = _sysctl.boot_value(options, "net/ipv4/conf/%s/%s" % (name, param))
+            if hit is not None and hit[0] is not None:
+                value = hit[0]
+                out[name][param] = {"value": int(value) if re.match(r"^-?\d{1,20}$", value) else value, "file": hit[1]}
     return out
 
 
@@ -179,6 +184,37 @@ class _Reader(object):
         return dict((d, self.listdir(d)) for d in dirs)
 
 
+#: the reader the modules use: read errors collected in ``problems`` (``[{path, error}]``)
+Reader = _Reader
+
+
+def sysctl_files(reader):
+    """What systemd-sysctl reads at boot and ``sysctl --system`` reads after it: ``{"files": [{path, link, entries}],
+    "conf": {path, link, entries} or None}``.  ``files`` in systemd-sysctl's order; ``link`` is the raw target of a
+    file that is a symlink (Debian's ``99-sysctl.conf -> ../sysctl.conf``); a link to /dev/null masks (no entries);
+    ``entries`` are ``[key, value, line]`` as :func:`_sysctl.parse_file` reads them.  /etc/sysctl.conf is ``conf``:
+    read last by procps, by systemd-sysctl only through such a link."""
+    out = {"files": [], "conf": None}
+    for path in _sysctl.read_order(reader.listing(_sysctl.SYSCTL_DIRS)):
+        out["files"].append(_sysctl_file(reader, path))
+    if reader.host.exists(_sysctl.SYSCTL_CONF):
+        out["conf"] = _sysctl_file(reader, _sysctl.SYSCTL_CONF)
+    return out
+
+
+def _sysctl_file(reader, path):
+    link = reader.host.readlink(path)
+    text = "" if link == "/dev/null" else reader.text(path)
+    return {"path": path, "link": link, "entries": [list(entry) for entry in _sysctl.parse_file(text or "")]}
+
+
+def sysctl_layers(files):
+    """``(layers, conf)`` for :func:`_sysctl.overrides` from a :func:`sysctl_files` result (or rdma_facts' copy)."""
+    layers = [(f["path"], [tuple(e) for e in f["entries"]]) for f in files.get("files") or []]
+    conf = files.get("conf")
+    return layers, ((conf["path"], [tuple(e) for e in conf["entries"]]) if conf else None)
+
+
 def boot_cmdline(reader, release):
     """The arguments the next boot gets by default: BLS entry of the running kernel (or the newest) when GRUB reads
     BLS entries, else the first ``linux`` line of grub.cfg.  ``None`` when no GRUB configuration is found."""
@@ -242,11 +278,7 @@ def persisted_facts(host, interfaces):
     reader = _Reader(host, problems)
     release = host.try_attr("/proc/sys/kernel/osrelease")
     boot = boot_cmdline(reader, release)
-    sysctl_files = []
-    for path in ordered_files(reader.listing(SYSCTL_DIRS), SYSCTL_DIRS) + [SYSCTL_CONF]:
-        text = reader.text(path)
-        if text is not None:
-            sysctl_files.append((path, text))
+    sysctl = sysctl_files(reader)
     modules = []
     for path in ordered_files(reader.listing(MODULES_LOAD_DIRS), MODULES_LOAD_DIRS) + [MODULES_FILE]:
         for name in modules_load_names(reader.text(path) or ""):
@@ -262,7 +294,8 @@ def persisted_facts(host, interfaces):
     return {
         "kernel_cmdline": boot,
         "netns_mode": netns_persisted(reader, boot),
-        "sysctl": persisted_sysctl(sysctl_files, interfaces),
+        "sysctl": sysctl_table(sysctl_layers(sysctl)[0], interfaces),
+        "sysctl_files": sysctl,
         "modules_load": sorted(modules),
         "sriov": sriov,
         "problems": problems,

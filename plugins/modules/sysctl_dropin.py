@@ -20,6 +20,10 @@ description:
   - Reports, for the C(arp_ignore), C(arp_announce) and C(rp_filter) keys of each interface it sets, the value the
     kernel acts on, which is the maximum of C(conf/all) and C(conf/<interface>).
   - If setting the live values fails, the file and the values already changed are put back.
+  - Finds every other file that beats this one for a key it sets, with the rules of the programs that read them
+    (systemd-sysctl at boot, C(sysctl --system) of procps when run by hand or by a tool) - a file read after ours with
+    another value, a C(-key) line read after ours that makes systemd-sysctl skip the key, C(/etc/sysctl.conf) read
+    last by C(sysctl --system) - and returns them in RV(overrides); see O(on_conflict).
   - Why not M(ansible.posix.sysctl) - it handles one key per task (42 module round trips for a DGX-class node), has no
     diff, keeps stale keys of vanished interfaces, and has no backup; this module is one round trip with all four.
 extends_documentation_fragment:
@@ -46,6 +50,19 @@ options:
         appears.
     type: bool
     default: true
+  on_conflict:
+    description:
+      - What to do when another file would win over this one for a key it sets.
+      - V(fail) refuses when systemd-sysctl would apply another value at boot (the setting would not be the effective
+        one after the next reboot), names each file, line and value, and writes nothing. An override that only
+        C(sysctl --system) applies (C(/etc/sysctl.conf), or a file name that sorts before ours with a link read
+        later) never fails the run; it is warned about and returned.
+      - V(ignore) writes and sets the values as usual, warns about each override and returns them in RV(overrides); the
+        other file keeps winning at boot until it is changed.
+      - The other tool's file is never edited; rename O(path) to sort after it, or change that file.
+    type: str
+    choices: [fail, ignore]
+    default: fail
   backup:
     description:
       - Keep a timestamped copy of the previous file.
@@ -104,6 +121,17 @@ observed:
         the interface), by interface and key.
       type: dict
   sample: {"live": {"net.ipv4.conf.all.arp_ignore": "0"}, "effective": {"ens1f0np0": {"arp_ignore": 2}}}
+overrides:
+  description:
+    - Other files that beat this one for a key it sets, from the files as they are (ours as it will be). Empty when none.
+    - C(reader) is who applies the other value - V(systemd-sysctl) (at every boot) or V(sysctl --system) (procps, when
+      run); C(kind) is V(later_file), V(excluded) (a C(-key) line read after ours; C(value) is null) or V(sysctl_conf);
+      C(link) is the target when the file is a symlink (Debian's C(99-sysctl.conf -> ../sysctl.conf)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"key": "net.ipv4.conf.all.rp_filter", "want": "2", "value": "1", "file": "/etc/sysctl.d/99-sysctl.conf",
+            "line": 21, "reader": "systemd-sysctl", "kind": "later_file", "link": "../sysctl.conf"}]
 missing:
   description: Keys that do not exist in the running kernel (skipped live).
   returned: always
@@ -120,8 +148,10 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, VerifyError
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
+    ApplyError, ConflictError, HostReadError, InputError, VerifyError,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
@@ -155,6 +185,22 @@ def effective_after(host, settings):
     return out
 
 
+def find_overrides(host, path, content, settings):
+    """:func:`_sysctl.overrides` on the node's sysctl.d files with ours as it will be; a file that cannot be read is an
+    error (it could hold an override)."""
+    problems = []
+    files = _persisted.sysctl_files(_persisted.Reader(host, problems))
+    if problems:
+        raise HostReadError("cannot read %s: %s" % (problems[0]["path"], problems[0]["error"]), {"problems": problems})
+    layers, conf = _persisted.sysctl_layers(files)
+    links = dict((f["path"], f["link"]) for f in files["files"] + ([files["conf"]] if files["conf"] else []) if f["link"])
+    found = _sysctl.overrides(_sysctl.with_ours(layers, path, _sysctl.parse_file(content)), path, settings, conf)
+    for item in found:
+        if item["file"] in links:
+            item["link"] = links[item["file"]]
+    return found
+
+
 def sysctl_write(commands, pairs):
     """One ``sysctl -q -w k=v ...`` call; returns (rc, stderr)."""
     rc, dummy_out, err = commands.run_kernel(["sysctl", "-q", "-w"] + ["%s=%s" % (k, v.replace("\t", " ")) for k, v in pairs])
@@ -178,6 +224,17 @@ def run_module(module):
     result.observed["effective"] = effective_after(host, settings)
     result.extra["missing"] = missing
     plan = plan_file(observe_file(host, path), _sysctl.render(settings), 0o644)
+    found = find_overrides(host, path, plan.content, settings)
+    result.extra["overrides"] = found
+    boot = [item for item in found if item["reader"] == _sysctl.BOOT_READER]
+    if boot and params["on_conflict"] == "fail":
+        raise ConflictError(
+            "another sysctl file would win over %s at boot: %s. Change or remove that setting, rename path to sort after "
+            "it, or run with on_conflict=ignore; nothing was written" % (
+                path, "; ".join(_sysctl.describe_override(item) for item in boot)),
+            {"overrides": found}, dict(result.as_dict(with_diff=False), changed=False, actions=[]))
+    for item in found:
+        module.warn(_sysctl.describe_override(item))
     if plan.changed:
         result.add(plan.action(), plan.diff() if module._diff else None)
     to_set = []
@@ -219,6 +276,7 @@ def main():
             path=dict(type="path", default="/etc/sysctl.d/90-rdma-k8s-node.conf"),
             settings=dict(type="dict", required=True),
             live=dict(type="bool", default=True),
+            on_conflict=dict(type="str", default="fail", choices=["fail", "ignore"]),
             backup=dict(type="bool", default=False),
             host_root=dict(type="path", default="/"),
         ),

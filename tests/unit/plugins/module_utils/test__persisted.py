@@ -129,20 +129,25 @@ def test_malformed_modprobe_value_is_a_problem_not_a_guess(node):
     assert out["problems"] and out["problems"][0]["path"] == "/etc/modprobe.d/x.conf"
 
 
-def test_sysctl_d_order_globs_and_sysctl_conf_last(node):
+def test_sysctl_d_order_globs_and_negative_matches_as_systemd_sysctl_applies_them(node):
     write(node, "/usr/lib/sysctl.d/50-default.conf", SYSTEMD_DEFAULT)
     write(node, "/etc/sysctl.d/90-rdma-k8s-node.conf",
           "net.ipv4.conf.all.arp_ignore = 1\nnet/ipv4/conf/ibp24s0/arp_ignore = 2\n; comment\n")
     write(node, "/etc/sysctl.conf", "net.ipv4.conf.all.arp_announce=2\n")
     out = facts(node)["sysctl"]
-    assert out["all"] == {"rp_filter": {"value": 2, "file": "/usr/lib/sysctl.d/50-default.conf"},
-                          "arp_ignore": {"value": 1, "file": "/etc/sysctl.d/90-rdma-k8s-node.conf"},
-                          "arp_announce": {"value": 2, "file": "/etc/sysctl.conf"}}
+    # '-net.ipv4.conf.all.rp_filter' keeps the glob off 'all' (systemd-sysctl leaves the kernel's value), and
+    # systemd-sysctl (>= 207) reads /etc/sysctl.conf only through a sysctl.d link: none here
+    assert out["all"] == {"arp_ignore": {"value": 1, "file": "/etc/sysctl.d/90-rdma-k8s-node.conf"}}
+    assert out["default"]["rp_filter"] == {"value": 2, "file": "/usr/lib/sysctl.d/50-default.conf"}
     assert out["ibp24s0"]["rp_filter"]["value"] == 2  # from the glob
     assert out["ibp24s0"]["arp_ignore"] == {"value": 2, "file": "/etc/sysctl.d/90-rdma-k8s-node.conf"}
+    # Debian's procps link: /etc/sysctl.conf is read at 99-sysctl.conf's place
+    os.symlink("../sysctl.conf", os.path.join(str(node), "etc/sysctl.d/99-sysctl.conf"))
+    assert facts(node)["sysctl"]["all"]["arp_announce"] == {"value": 2, "file": "/etc/sysctl.d/99-sysctl.conf"}
+    assert facts(node)["sysctl_files"]["files"][-1]["link"] == "../sysctl.conf"
     # a file in /etc with the same name masks the vendor one entirely
     write(node, "/etc/sysctl.d/50-default.conf", "")
-    assert "rp_filter" not in facts(node)["sysctl"]["all"]
+    assert "rp_filter" not in facts(node)["sysctl"]["default"]
 
 
 def test_sysctl_slash_keys_keep_dots_of_vlan_interfaces():
