@@ -57,3 +57,33 @@ def live_decision(desired, live, loaded, allow_live):
 def is_busy(rc, stderr):
     """True when ``rdma system set`` failed because namespaces exist (EBUSY), the expected refusal on a busy node."""
     return rc != 0 and ("busy" in stderr.lower() or "ebusy" in stderr.lower())
+
+
+def overrides(settings, ours, mode):
+    """Settings that keep ``mode`` from applying when ib_core loads.
+
+    ``settings``: :func:`_modprobe.settings_of` with our file in place (``[(value, path, line)]`` in the order the
+    kernel applies them, the last one wins).  When the winner means ``mode``, nothing; else every setting after our
+    last one whose value means another mode (or is a value the kernel refuses, which fails ib_core's load):
+    ``[{file, line, value, mode}]``.
+    """
+    def meaning(value):
+        try:
+            return mode_of(value if value != "" else "1")  # a bare bool parameter sets it (param_set_bool(NULL))
+        except ParseError:
+            return None
+
+    if not settings or meaning(settings[-1][0]) == mode:
+        return []
+    ours_at = max([index for index, item in enumerate(settings) if item[1] == ours] or [-1])
+    return [{"file": path, "line": line, "value": value, "mode": meaning(value)}
+            for value, path, line in settings[ours_at + 1:] if meaning(value) != mode]
+
+
+def describe_override(item, mode):
+    """One line for a warning or an error."""
+    if item["mode"] is None:
+        return ("%s%s sets ib_core netns_mode=%s, a value the kernel refuses: ib_core fails to load" % (
+            item["file"], ":%s" % item["line"] if item["line"] else "", item["value"]))
+    return "%s%s sets ib_core netns_mode=%s (%s) after ours, so ib_core loads in %s mode, not %s" % (
+        item["file"], ":%s" % item["line"] if item["line"] else "", item["value"], item["mode"], item["mode"], mode)

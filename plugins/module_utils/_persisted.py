@@ -248,17 +248,43 @@ def boot_cmdline(reader, release):
     return None
 
 
-def netns_persisted(reader, boot):
+#: modules whose modprobe.d lines rdma_facts keeps for the audit (ib_core's netns_mode; what stops nvidia_peermem)
+MODPROBE_MODULES = ("ib_core", "nvidia_peermem")
+
+
+def modprobe_layers(reader):
+    """``[(path, directives)]`` of modprobe.d in kmod's reading order (:func:`_modprobe.directives`)."""
+    layers = []
+    for directory, name in _modprobe.config_files(reader.listing(_modprobe.CONFIG_DIRS)):
+        path = directory + "/" + name
+        layers.append((path, _modprobe.directives(reader.text(path) or "")))
+    return layers
+
+
+def modprobe_facts(layers, modules=MODPROBE_MODULES):
+    """The directives of ``layers`` that concern ``modules`` (options, blacklist, a matching install pattern), as
+    ``[{"path", "directives": [[line, command, module, rest]]}]`` for every file in reading order (files without such
+    a line keep their place with an empty list, so a file of ours can be put among them)."""
+    out = []
+    for path, entries in layers:
+        kept = [list(entry) for entry in entries
+                if entry[1] in ("options", "blacklist", "install") and any(
+                    entry[2] == module if entry[1] != "install" else fnmatch.fnmatchcase(module, entry[2])
+                    for module in modules)]
+        out.append({"path": path, "directives": kept})
+    return out
+
+
+def netns_persisted(reader, boot, layers=None):
     """The netns mode the next boot gets: ``ib_core.netns_mode=`` on the boot command line wins over modprobe.d
     (kmod appends command-line options after the configured ones)."""
-    files = []
-    for path in ordered_files(reader.listing(_modprobe.CONFIG_DIRS), _modprobe.CONFIG_DIRS):
-        text = reader.text(path)
-        files.append((path, text or ""))
-    value, path = _modprobe.effective_option(files, "ib_core", "netns_mode")
+    layers = modprobe_layers(reader) if layers is None else layers
+    settings = _modprobe.settings_of(layers, "ib_core", "netns_mode")
+    value, path = (settings[-1][0], settings[-1][1]) if settings else (None, None)
     out = {"modprobe": None, "modprobe_file": path, "cmdline": None, "effective": None}
     try:
-        out["modprobe"] = _netns.mode_of(value) if value is not None else None
+        # a bare bool parameter sets it (param_set_bool with no value)
+        out["modprobe"] = _netns.mode_of(value or "1") if value is not None else None
     except RdmaNodeError as exc:
         reader.problems.append({"path": path, "error": exc.msg})
     if boot is not None:
@@ -278,6 +304,7 @@ def persisted_facts(host, interfaces):
     reader = _Reader(host, problems)
     release = host.try_attr("/proc/sys/kernel/osrelease")
     boot = boot_cmdline(reader, release)
+    modprobe = modprobe_layers(reader)
     sysctl = sysctl_files(reader)
     modules = []
     for path in ordered_files(reader.listing(MODULES_LOAD_DIRS), MODULES_LOAD_DIRS) + [MODULES_FILE]:
@@ -293,7 +320,8 @@ def persisted_facts(host, interfaces):
             problems.append({"path": SRIOV_STATE, "error": str(exc)})
     return {
         "kernel_cmdline": boot,
-        "netns_mode": netns_persisted(reader, boot),
+        "netns_mode": netns_persisted(reader, boot, modprobe),
+        "modprobe": modprobe_facts(modprobe),
         "sysctl": sysctl_table(sysctl_layers(sysctl)[0], interfaces),
         "sysctl_files": sysctl,
         "modules_load": sorted(modules),

@@ -14,8 +14,10 @@ version_added: 0.1.0
 author:
   - rdma.k8s_node contributors (@rdma-k8s-node)
 description:
-  - Persists the mode as C(options ib_core netns_mode=1|0) in a modprobe.d file it owns, checking that no other
-    modprobe.d file read after it overrides the value.
+  - Persists the mode as C(options ib_core netns_mode=1|0) in a modprobe.d file it owns, and finds every other
+    modprobe.d setting that ib_core would get after it (kmod reads the files sorted by name, a name in C(/etc) hiding
+    the same name in C(/run), C(/usr/local/lib), C(/usr/lib) and C(/lib); the kernel keeps the last value of a
+    parameter), such as sriov-network-operator's C(sriov_network_operator_modules_config.conf); see O(on_conflict).
   - Switches the running kernel with C(rdma system set netns) when ib_core is loaded and the mode differs. The
     kernel refuses while any non-init network namespace exists (every pod sandbox has one); the module then reports
     RV(reboot_required) instead of failing, and never retries in a loop.
@@ -41,6 +43,16 @@ options:
     description: Try to switch the running kernel now. With V(false), a difference is only reported.
     type: bool
     default: true
+  on_conflict:
+    description:
+      - What to do when another modprobe.d file sets C(netns_mode) after ours (or sets a value the kernel refuses, which
+        makes ib_core fail to load), so the wanted mode would not be the one ib_core gets at boot.
+      - V(fail) refuses, names each file, line and value, and writes nothing.
+      - V(ignore) writes our file as usual, warns and returns the settings in RV(overrides); the other file keeps
+        winning until it is changed. The other tool's file is never edited.
+    type: str
+    choices: [fail, ignore]
+    default: fail
   initramfs:
     description:
       - V(auto) regenerates the initramfs (C(update-initramfs -u) or C(dracut -f)) after a file change when the
@@ -115,6 +127,15 @@ observed:
       type: str
   sample: {"ib_core_loaded": true, "live": "shared", "persisted": "exclusive",
            "persisted_by": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf", "cmdline": null}
+overrides:
+  description:
+    - The modprobe.d settings read after ours that give ib_core another mode (C(mode)) or a value the kernel refuses
+      (C(mode) null), in the order kmod applies them; empty when ours wins.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"file": "/etc/modprobe.d/sriov_network_operator_modules_config.conf", "line": 2, "value": "1",
+            "mode": "shared"}]
 live_switch:
   description: Outcome of the live switch - V(not_needed), V(switched), V(refused_busy) (namespaces exist) or
     V(skipped) (live=false, or check mode).
@@ -158,18 +179,17 @@ def read_live(host):
     return True, _netns.mode_of(host.read_attr(NETNS_PARAM))
 
 
-def modprobe_files(host, override_path=None, override_content=None):
-    """``[(path, text)]`` in kmod's reading order; ``override_*`` stands in for our file's future content."""
+def modprobe_layers(host, ours=None, content=None):
+    """``[(path, directives)]`` in kmod's reading order; with ``ours``, our file as ``content`` will be."""
     listing = {d: host.listdir(d) for d in _modprobe.CONFIG_DIRS}
-    if override_path:
-        directory, name = os.path.split(override_path)
-        listing[directory] = sorted(set(listing.get(directory, [])) | {name})
-    files = []
+    layers = []
     for directory, name in _modprobe.config_files(listing):
         path = directory + "/" + name
-        text = override_content if path == override_path else host.read_text(path, default="")
-        files.append((path, text))
-    return files
+        if path != ours:
+            layers.append((path, _modprobe.directives(host.read_text(path, default=""))))
+    if ours:
+        layers = _modprobe.with_ours(layers, ours, _modprobe.directives(content))
+    return layers
 
 
 def shared_plugin_running(host):
@@ -421,14 +441,22 @@ def run_module(module):
     cmdline_mode = _netns.mode_of(cmdline_value)
 
     plan = plan_file(observe_file(host, conf), _netns.render_conf(mode), 0o644)
-    value, winner = _modprobe.effective_option(modprobe_files(host, conf, plan.content), "ib_core", "netns_mode")
-    persisted = _netns.mode_of(value)
-    if persisted != mode:
-        raise ConflictError("%s sets ib_core netns_mode=%s and is read after %s, so the wanted %s mode would not apply "
-                            "at boot; remove that setting or choose conf_file to sort after it" % (winner, value, conf, mode),
-                            {"overriding_file": winner})
-    result.observed.update({"ib_core_loaded": loaded, "live": live, "persisted": persisted,
+    settings = _modprobe.settings_of(modprobe_layers(host, conf, plan.content), "ib_core", "netns_mode")
+    found = _netns.overrides(settings, conf, mode)
+    winner = settings[-1][1] if settings else None
+    result.observed.update({"ib_core_loaded": loaded, "live": live,
+                            "persisted": mode if not found else found[-1]["mode"],
                             "persisted_by": winner, "cmdline": cmdline_mode})
+    result.extra["overrides"] = found
+    if found and params["on_conflict"] == "fail":
+        raise ConflictError(
+            "another modprobe.d file would win over %s when ib_core loads: %s. Remove that setting, choose a conf_file "
+            "that sorts after it, or run with on_conflict=ignore; nothing was written" % (
+                conf, "; ".join(_netns.describe_override(item, mode) for item in found)),
+            {"overriding_file": found[-1]["file"], "overrides": found},
+            dict(result.as_dict(with_diff=False), changed=False, actions=[]))
+    for item in found:
+        module.warn(_netns.describe_override(item, mode))
     if cmdline_mode is not None and cmdline_mode != mode:
         module.warn("the running kernel was booted with ib_core.netns_mode=%s, which kmod applies over modprobe.d; "
                     "unless the boot configuration changes too (rdma.k8s_node.kernel_cmdline), the next boot is %s "
@@ -489,6 +517,7 @@ def main():
             mode=dict(type="str", required=True, choices=list(_netns.MODES)),
             conf_file=dict(type="path", default="/etc/modprobe.d/rdma-k8s-node-ib_core.conf"),
             live=dict(type="bool", default=True),
+            on_conflict=dict(type="str", default="fail", choices=["fail", "ignore"]),
             initramfs=dict(type="str", default="auto", choices=["auto", "always", "never"]),
             backup=dict(type="bool", default=False),
             host_root=dict(type="path", default="/"),

@@ -52,3 +52,21 @@ UBUNTU_CLOUDIMG_SYSCTL = {
     "/etc/sysctl.d/99-cloudimg-ipv6.conf": "corpus:ubuntu-cloudimg/etc/sysctl.d/99-cloudimg-ipv6.conf",
     "/usr/lib/sysctl.d/50-default.conf": "corpus:systemd/upstream/usr/lib/sysctl.d/50-default.conf",
 }
+
+#: a DOCA-OFED / MLNX_OFED node with rdma-core, systemd and Azure HPC's NVIDIA lines in modprobe.d
+DOCA_MODPROBE = {
+    "/etc/modprobe.d/mlnx.conf": "corpus:mlnx-ofed/etc/modprobe.d/mlnx.conf",
+    "/etc/modprobe.d/ib_ipoib.conf": "corpus:mlnx-ofed/etc/modprobe.d/ib_ipoib.conf",
+    "/etc/modprobe.d/mlnx-bf.conf": "corpus:mlnx-ofed/etc/modprobe.d/mlnx-bf.conf",
+    "/etc/modprobe.d/mlx4.conf": "corpus:rdma-core/debian12/etc/modprobe.d/mlx4.conf",
+    "/etc/modprobe.d/truescale.conf": "corpus:rdma-core/debian12/etc/modprobe.d/truescale.conf",
+    "/etc/modprobe.d/nvidia.conf": "corpus:azhpc-images/etc/modprobe.d/nvidia.conf",
+    "/lib/modprobe.d/systemd.conf": "corpus:systemd/debian12/lib/modprobe.d/systemd.conf",
+}
+#: what sriov-network-operator writes for SriovNetworkPoolConfig rdmaMode (pkg/host/internal/network/network.go
+#: SetRDMASubsystem; the exact text its network_test.go expects), for shared (1) and exclusive (0)
+OPERATOR_MODPROBE = "/etc/modprobe.d/sriov_network_operator_modules_config.conf"
+
+
+def operator_modprobe(value):
+    return "# This file is managed by sriov-network-operator do not edit.\noptions ib_core netns_mode=%s\n" % value
