@@ -315,10 +315,13 @@ def identity(pid):
     return {"start": int(fields[19]), "cmdline": hashlib.sha256(cmdline).hexdigest()}
 
 
-def write_pid_file(path, pid):
+def write_pid_file(path, pid, argv):
     """The pid with the process's identity, in a new file (a link or anything else at the name is replaced,
-    never written through)."""
-    record = dict(identity(pid) or {}, pid=pid)
+    never written through).  The command line is the ``argv`` this module spawned, not a read of
+    ``/proc/<pid>/cmdline``: right after posix_spawn() returns (the parent is released during the child's execve,
+    before the kernel has set up the new argument area) that file can still read empty."""
+    record = {"pid": pid, "start": (identity(pid) or {}).get("start"),
+              "cmdline": hashlib.sha256(b"".join(os.fsencode(a) + b"\0" for a in argv)).hexdigest()}
     tmp = "%s.%d.tmp" % (path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
@@ -708,7 +711,7 @@ def do_server(module, params, result):
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
             (os.POSIX_SPAWN_DUP2, 1, 2)])
-        write_pid_file(pid_file, pid)
+        write_pid_file(pid_file, pid, argv)
         result.add(action("start", job["id"], argv=argv, pid=pid))
         started.append((job, pid))
     deadline = time.time() + params["start_timeout"]
