@@ -22,7 +22,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _ofed
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe, _ofed, _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError
 
 METHODS = ("auto", "peermem", "dmabuf")
@@ -173,6 +173,8 @@ def gpudirect_facts(host, problems=None):
                 persisted = persisted or MODULE in words
     return {
         "active": active_path("dmabuf", capable, loaded),
+        "openibd_dropins": [{"path": path, "entries": [list(entry) for entry in entries]}
+                            for path, entries in openibd_dropins(host, problems=problems)],
         "peermem_loaded": loaded,
         "peermem_persisted": persisted,
         "dmabuf_capable": capable,
@@ -182,9 +184,75 @@ def gpudirect_facts(host, problems=None):
     }
 
 
+def openibd_dropins(host, ours=None, text=None, problems=None):
+    """openibd.service's drop-ins in systemd's order as ``[(path, entries)]`` (:func:`_systemd.parse_unit` entries of
+    ``[Service] ExecStartPost=`` only); with ``ours``, our drop-in is among them as ``text`` will be.  A drop-in that
+    links to /dev/null reads as empty; one that cannot be read is appended to ``problems`` and read as empty."""
+    listing = dict((directory, host.listdir(directory)) for directory in _systemd.dropin_dirs(OPENIBD_UNIT))
+    if ours:
+        directory, name = ours.rsplit("/", 1)
+        listing[directory] = sorted(set(listing.get(directory, [])) | {name})
+    out = []
+    for path in _systemd.dropin_order(listing, OPENIBD_UNIT):
+        if path == ours:
+            body = text or ""
+        elif host.readlink(path) == "/dev/null":
+            body = ""
+        else:
+            body = host.try_attr(path, "", problems) if problems is not None else host.read_text(path, default="")
+        out.append((path, [entry for entry in _systemd.parse_unit(body)
+                           if entry[0] == "Service" and entry[1] == "ExecStartPost"]))
+    return out
+
+
 def drivers_facts(host):
     """``rdma_facts``' ``drivers`` key: ``{ofed: <_ofed.ofed_facts>, gpudirect: <gpudirect_facts>, problems}``,
     from files only (an audit pod with the host mounted can read it)."""
     problems = []
     return {"ofed": _ofed.ofed_facts(host, problems=problems), "gpudirect": gpudirect_facts(host, problems),
             "problems": problems}
+
+
+# -- what keeps the persisted nvidia_peermem from loading at boot ---------------------------------------------------
+OPENIBD_UNIT = "openibd.service"
+#: an install command that still inserts the module: ``modprobe --ignore-install <module>`` (MLNX_OFED's pattern)
+_CHAINS = re.compile(r"(^|[\s;&|(])(\S*/)?modprobe\s+([^;&|]*\s)?(-i|--ignore-install)(\s[^;&|]*)?\snvidia[-_]peermem(\s|$)")
+
+
+def dropin_setting(text):
+    """``[(section, key, value)]`` our openibd drop-in writes (:func:`render_openibd_dropin`'s text)."""
+    return [(section, key, value) for section, key, value, dummy in _systemd.parse_unit(text)]
+
+
+def peermem_overrides(layers, cmdline=None, dropins=None, dropin=None, dropin_text=None, module=MODULE):
+    """What keeps the persisted ``module`` from loading at boot, pure.
+
+    ``layers``: modprobe.d as ``[(path, directives)]`` in kmod's order; ``cmdline``: ``(source, text)`` of the kernel
+    command line; ``dropins``: openibd.service's drop-ins ``[(path, text or parsed entries)]`` in systemd's order with
+    ours (``dropin``, as ``dropin_text`` will be) among them, or None when no drop-in is written.  Returns
+    ``[{file, line, kind, value, what}]``: ``blacklist`` (kmod's blacklist, which systemd-modules-load applies: the
+    modules-load.d file is skipped at boot), ``install`` (an install command that does not insert the module),
+    ``masked``/``reset`` (our openibd drop-in is not read, or a later drop-in empties ``ExecStartPost=``).
+    """
+    found = [{"file": path, "line": line, "kind": "blacklist", "value": None, "what": "modules-load.d"}
+             for path, line in _modprobe.blacklisted(layers, module, cmdline)]
+    install = _modprobe.install_command(layers, module)
+    if install is not None and not _CHAINS.search(install[2]):
+        found.append({"file": install[0], "line": install[1], "kind": "install", "value": install[2],
+                      "what": "modules-load.d"})
+    if dropins is not None and dropin is not None:
+        for item in _systemd.dropin_overrides(dropins, dropin, dropin_setting(dropin_text or "")):
+            found.append({"file": item["file"], "line": item["line"], "kind": item["kind"], "value": item["value"],
+                          "what": OPENIBD_UNIT})
+    return found
+
+
+def describe_peermem_override(item, dropin=None, module=MODULE):
+    """One line for a warning or an error."""
+    where = "%s%s" % (item["file"], ":%s" % item["line"] if item["line"] else "")
+    if item["kind"] == "blacklist":
+        return ("%s blacklists %s: systemd-modules-load skips it at boot (\"deny-listed (by kmod)\"), so the modules-load.d "
+                "file does not load it (an explicit modprobe still would)" % (where, module))
+    if item["kind"] == "install":
+        return "%s replaces loading %s with '%s', which does not insert it" % (where, module, item["value"])
+    return _systemd.describe_dropin_override(dict(item, key="ExecStartPost"), dropin)

@@ -407,3 +407,99 @@ def describe_origin(origin):
     if origin.get("how") == "ExecStart":
         return "ExecStart= in %s" % origin["file"]
     return origin["file"]
+
+
+# -- drop-ins of other tools: which one wins a setting we write -------------------------------------------------------
+# Read in systemd's source: src/shared/dropin.c (unit_file_find_dropin_paths, unit_file_find_dirs: the unit's own
+# "<name>.d" in every unit directory, then its dash prefixes "foo-bar-.service.d", "foo-.service.d", then the
+# top-level "<type>.d" as the least specific), src/basic/conf-files.c (a file name found in an earlier directory of
+# that list hides the same name later; the drop-ins are read sorted by file name) and src/core/load-fragment.c (a
+# later assignment of a setting wins; for list settings an empty assignment drops everything assigned before).
+#: settings that accumulate: a later non-empty assignment adds, an empty one resets the list
+LIST_SETTINGS = frozenset(("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStop",
+                           "ExecStopPost", "Environment", "EnvironmentFile", "PassEnvironment", "UnsetEnvironment"))
+
+
+def _dash_prefixes(name):
+    """``foo-bar-.service``, ``foo-.service`` for ``foo-bar-baz.service`` (systemd's unit_file_find_dirs)."""
+    stem, dummy, kind = name.rpartition(".")
+    out = []
+    prefix, chopped = stem.split("@", 1)[0], False
+    while True:
+        dash = prefix.rfind("-")
+        if dash <= 0:
+            return out
+        if dash + 1 < len(prefix) or chopped:
+            prefix = prefix[:dash + 1]
+            out.append("%s.%s" % (prefix, kind))
+            prefix, chopped = prefix[:-1], True
+        else:
+            prefix, chopped = prefix[:dash], True
+
+
+def dropin_dirs(unit):
+    """The drop-in directories systemd searches for ``unit``, in the order that decides a shared file name."""
+    kind = unit.rpartition(".")[2]
+    names = [unit] + _dash_prefixes(unit)
+    specific = ["%s/%s.d" % (directory, name) for directory in UNIT_DIRS for name in names]
+    return specific + ["%s/%s.d" % (directory, kind) for directory in UNIT_DIRS]
+
+
+def dropin_order(listing, unit):
+    """Drop-in paths systemd reads for ``unit``, from ``{directory: [names]}`` (``*.conf``, not hidden): a name found in
+    an earlier directory of :func:`dropin_dirs` hides it in later ones; sorted by name."""
+    chosen = {}
+    for directory in dropin_dirs(unit):
+        for name in listing.get(directory) or []:
+            if isinstance(name, str) and name.endswith(".conf") and not name.startswith(".") and name not in chosen:
+                chosen[name] = directory
+    return ["%s/%s" % (chosen[name], name) for name in sorted(chosen)]
+
+
+def dropin_overrides(files, ours, settings):
+    """What beats the ``settings`` (``[(section, key, value)]``) our drop-in ``ours`` writes, given ``files``
+    (``[(path, text)]``, every drop-in systemd reads in its order, ours among them as it will be; a text may also be
+    given already parsed, as :func:`parse_unit` returns it):
+
+    * ``masked``: ours is not read at all, because a drop-in of the same name in a more important directory is (its
+      path is ``files``' entry of that name; ``ours`` missing from ``files`` with no such entry means not masked);
+    * ``reset``: a later drop-in empties a list setting of ours (``ExecStartPost=``);
+    * ``later_value``: a later drop-in assigns another value to a plain setting of ours (``LimitMEMLOCK=64K``).
+
+    Returns ``[{file, line, section, key, value, kind}]``.
+    """
+    paths = [path for path, dummy in files]
+    name = ours.rsplit("/", 1)[-1]
+    if ours not in paths:
+        return [{"file": path, "line": None, "section": None, "key": None, "value": None, "kind": "masked"}
+                for path in paths if path.rsplit("/", 1)[-1] == name]
+    later = files[paths.index(ours) + 1:]
+    found = []
+    for section, key, value in settings:
+        last = None
+        for path, text in later:
+            for sec, entry, entry_value, line in (parse_unit(text) if isinstance(text, str) else text):
+                if sec != section or entry != key:
+                    continue
+                if key in LIST_SETTINGS:
+                    if entry_value == "":
+                        last = {"file": path, "line": line, "section": sec, "key": key, "value": "", "kind": "reset"}
+                    elif last is not None and last["kind"] == "reset" and entry_value == value:
+                        last = None  # put back after the reset
+                else:
+                    last = {"file": path, "line": line, "section": sec, "key": key, "value": entry_value,
+                            "kind": "later_value"} if entry_value != value else None
+        if last is not None:
+            found.append(last)
+    return found
+
+
+def describe_dropin_override(item, ours):
+    """One line for a warning or an error."""
+    if item["kind"] == "masked":
+        return "%s has the name of %s in a more important directory, so systemd reads it instead of ours" % (
+            item["file"], ours)
+    if item["kind"] == "reset":
+        return "%s:%s empties %s= after %s, which drops ours" % (item["file"], item["line"], item["key"], ours)
+    return "%s:%s sets %s=%s after %s, so systemd uses that value" % (
+        item["file"], item["line"], item["key"], item["value"], ours)

@@ -49,6 +49,19 @@ options:
     type: str
     choices: [auto, always, never]
     default: auto
+  on_conflict:
+    description:
+      - What to do, for V(peermem) with O(persist), when another file keeps the persisted module from loading at boot -
+        a C(blacklist nvidia_peermem) in modprobe.d or C(modprobe.blacklist=) on the running kernel's command line
+        (systemd-modules-load applies kmod's blacklist and skips the module, "deny-listed (by kmod)"), an C(install
+        nvidia_peermem ...) line that does not insert it (kmod runs the first matching one instead), a drop-in of
+        openibd.service read after ours that empties C(ExecStartPost=), or one of the same name in a more important
+        directory (C(/etc/systemd/system.control), C(/run/systemd/transient) ...) that systemd reads instead of ours.
+      - V(fail) refuses before loading or writing anything and names each file and line.
+      - V(ignore) goes on, warns and returns them in RV(overrides). Other tools' files are never edited.
+    type: str
+    choices: [fail, ignore]
+    default: fail
   conf_file:
     description: The modules-load.d file this module owns; a C(.conf) file directly in C(/etc/modules-load.d).
     type: path
@@ -152,6 +165,16 @@ observed:
   type: dict
   sample: {"kernel_release": "6.1.0-28-amd64", "peermem_loaded": false, "openibd": true,
            "files": {"/etc/modules-load.d/nvidia-peermem.conf": {"exists": false}}}
+overrides:
+  description:
+    - What keeps the persisted module from loading at boot (see O(on_conflict)); empty when nothing does.
+    - C(kind) is V(blacklist), V(install) (C(value) is the command), V(reset) or V(masked) (openibd.service drop-ins);
+      C(what) is the persistence it defeats (V(modules-load.d) or V(openibd.service)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"file": "/etc/modprobe.d/blacklist-gpu.conf", "line": 3, "kind": "blacklist", "value": null,
+            "what": "modules-load.d"}]
 diagnosis:
   description: On a failed load, the cause by name - V(einval) (built before or against another OFED), V(missing),
     V(unknown_symbol) or V(other) - with the fix in the failure message.
@@ -168,8 +191,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _ofed
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, RdmaNodeError, VerifyError
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _ofed, _persisted
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
+    ApplyError, ConflictError, HostReadError, InputError, RdmaNodeError, VerifyError,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
     FileTransaction,
     conf_name_pattern,
@@ -202,6 +227,18 @@ def owned_path(path, directory, option):
 def peermem_loaded(host):
     """Whether the running kernel has nvidia_peermem (``/sys/module/nvidia_peermem``)."""
     return host.isdir("/sys/module/%s" % MODULE)
+
+
+def find_overrides(host, dropin, dropin_text):
+    """:func:`_gpudirect.peermem_overrides` on the node: modprobe.d, the running kernel's command line and, when our
+    drop-in is written, openibd.service's drop-ins with ours as it will be.  An unreadable file is an error."""
+    problems = []
+    layers = _persisted.modprobe_layers(_persisted.Reader(host, problems))
+    cmdline = ("/proc/cmdline", host.try_attr("/proc/cmdline", "", problems))
+    dropins = _gpudirect.openibd_dropins(host, dropin, dropin_text, problems) if dropin_text is not None else None
+    if problems:
+        raise HostReadError("cannot read %s: %s" % (problems[0]["path"], problems[0]["error"]), {"problems": problems})
+    return _gpudirect.peermem_overrides(layers, cmdline, dropins, dropin, dropin_text)
 
 
 def run_module(module):
@@ -246,6 +283,16 @@ def run_module(module):
     if method == "dmabuf" or params["persist"]:
         plans = [plan_file(observe_file(host, path), text, 0o644) for path, text in contents.items()]
     result.observed["files"] = {plan.path: plan.observed.as_dict() for plan in plans}
+    found = find_overrides(host, dropin, contents[dropin]) if method == "peermem" and params["persist"] else []
+    result.extra["overrides"] = found
+    if found and params["on_conflict"] == "fail":
+        raise ConflictError(
+            "%s would not be loaded at boot as persisted: %s. Remove that line or file, or run with "
+            "on_conflict=ignore; nothing was loaded or written" % (
+                MODULE, "; ".join(_gpudirect.describe_peermem_override(item, dropin) for item in found)),
+            {"overrides": found}, dict(result.as_dict(with_diff=False), changed=False, actions=[]))
+    for item in found:
+        module.warn(_gpudirect.describe_peermem_override(item, dropin))
 
     load = method == "peermem" and not loaded
     if load:
@@ -299,6 +346,7 @@ def main():
             method=dict(type="str", default="auto", choices=list(_gpudirect.METHODS)),
             persist=dict(type="bool", default=True),
             openibd_dropin=dict(type="str", default="auto", choices=["auto", "always", "never"]),
+            on_conflict=dict(type="str", default="fail", choices=["fail", "ignore"]),
             conf_file=dict(type="path", default="/etc/modules-load.d/nvidia-peermem.conf"),
             dropin_file=dict(type="path", default=DROPIN_DIR + "/10-rdma-k8s-node-nvidia-peermem.conf"),
             backup=dict(type="bool", default=False),

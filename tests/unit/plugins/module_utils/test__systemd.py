@@ -159,3 +159,53 @@ def test_long_exec_word_is_expanded_in_linear_time():
     start = time.monotonic()
     words = sd.expand_exec(("/usr/bin/kubelet " + "x" * 1_000_000 + "${A}", "/u", 1), {"A": ("1", {"file": "/e"})})
     assert words[1][0] == "x" * 1_000_000 + "1" and time.monotonic() - start < 5
+
+
+# -- drop-ins of other tools (src/shared/dropin.c, conf-files.c, load-fragment.c read upstream) ----------------------
+def test_dropin_dirs_specific_then_dash_prefixes_then_type_level():
+    dirs = sd.dropin_dirs("sriov-config.service")
+    assert dirs[:3] == ["/etc/systemd/system.control/sriov-config.service.d",
+                        "/etc/systemd/system.control/sriov-.service.d",
+                        "/run/systemd/system.control/sriov-config.service.d"]
+    assert dirs[-1] == "/run/systemd/generator.late/service.d"
+    assert len(dirs) == 3 * len(sd.UNIT_DIRS)
+
+
+def test_dropin_order_hides_names_by_directory_priority_and_sorts():
+    listing = {"/usr/lib/systemd/system/containerd.service.d": ["10-a.conf", "50-x.conf"],
+               "/etc/systemd/system/containerd.service.d": ["50-x.conf", ".hidden.conf", "README"],
+               "/etc/systemd/system/service.d": ["10-a.conf", "99-all.conf"],
+               "/run/systemd/transient/containerd.service.d": ["20-t.conf"]}
+    assert sd.dropin_order(listing, "containerd.service") == [
+        "/usr/lib/systemd/system/containerd.service.d/10-a.conf", "/run/systemd/transient/containerd.service.d/20-t.conf",
+        "/etc/systemd/system/containerd.service.d/50-x.conf", "/etc/systemd/system/service.d/99-all.conf"]
+
+
+OURS = "/etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf"
+
+
+@pytest.mark.parametrize("later, found", [
+    ("[Service]\nLimitMEMLOCK=64K\n", [("later_value", "64K", 2)]),
+    ("[Service]\nLimitMEMLOCK=infinity\n", []),
+    ("[Service]\nLimitMEMLOCK=64K\nLimitMEMLOCK=infinity\n", []),
+    ("[Unit]\nLimitMEMLOCK=64K\n", []),
+    ("[Service]\nLimitMEMLOCK=\n", [("later_value", "", 2)]),
+])
+def test_dropin_overrides_of_a_plain_setting(later, found):
+    files = [(OURS, "[Service]\nLimitMEMLOCK=infinity\n"), ("/etc/systemd/system/containerd.service.d/99-x.conf", later)]
+    got = sd.dropin_overrides(files, OURS, [("Service", "LimitMEMLOCK", "infinity")])
+    assert [(o["kind"], o["value"], o["line"]) for o in got] == found
+
+
+def test_dropin_overrides_of_a_list_setting_and_masking():
+    ours = "/etc/systemd/system/openibd.service.d/10-ours.conf"
+    mine = [("Service", "ExecStartPost", "-/sbin/modprobe nvidia_peermem")]
+    reset = [(ours, "[Service]\nExecStartPost=-/sbin/modprobe nvidia_peermem\n"), ("/x/90.conf", "[Service]\nExecStartPost=\n")]
+    assert [o["kind"] for o in sd.dropin_overrides(reset, ours, mine)] == ["reset"]
+    readded = reset[:1] + [("/x/90.conf", "[Service]\nExecStartPost=\nExecStartPost=-/sbin/modprobe nvidia_peermem\n")]
+    assert sd.dropin_overrides(readded, ours, mine) == []
+    earlier = [("/x/05.conf", "[Service]\nExecStartPost=\n")] + reset[:1]
+    assert sd.dropin_overrides(earlier, ours, mine) == []
+    masked = [("/etc/systemd/system.control/openibd.service.d/10-ours.conf", "")]
+    assert [(o["kind"], o["file"]) for o in sd.dropin_overrides(masked, ours, mine)] == [
+        ("masked", "/etc/systemd/system.control/openibd.service.d/10-ours.conf")]
