@@ -66,6 +66,14 @@ def module_facts(root: str) -> dict:
     return facts
 
 
+class UnconfinedRoot(HostRoot):
+    """The pre-session-5 resolution, as a baseline: the root prefixed to the path and the kernel left to follow
+    every link (absolute ones out of the root).  Not safe; measured only to show what confinement costs."""
+
+    def open_fd(self, node_path, flags=os.O_RDONLY | os.O_NONBLOCK, mode=0o644):
+        return os.open(self.lexical(node_path), flags | os.O_CLOEXEC, mode)
+
+
 def walk_and_read(root: str) -> int:
     """The baseline: every regular file of the tree opened and read once."""
     total = 0
@@ -123,6 +131,8 @@ def main() -> int:
         tree_files = sum(len(entry[2]) for entry in os.walk(directory))
         info = count_reads(directory)
         facts_ms = timed(lambda: gather(HostRoot(directory)), args.repeat)
+        walk_ms = timed(lambda: gather(HostRoot(directory, use_openat2=False)), args.repeat)
+        loose_ms = timed(lambda: gather(UnconfinedRoot(directory)), args.repeat)
         base_ms = timed(lambda: walk_and_read(directory), args.repeat)
         find_ms = None
         if shutil.which("find"):
@@ -138,6 +148,10 @@ def main() -> int:
             info["devices"], info["gpus"], info["problems"], info["files_read"], info["max_reads_per_file"]))
         print("gather()            median %8.2f ms  min %8.2f ms  (%d runs)" % (fmed, min(facts_ms), args.repeat))
         print("os.walk + read all  median %8.2f ms  min %8.2f ms  (%d runs)" % (bmed, min(base_ms), args.repeat))
+        lmed = statistics.median(loose_ms)
+        print("host_root resolution (same gather, same tree): openat2 RESOLVE_IN_ROOT %.2f ms, python chroot walk "
+              "%.2f ms, unconfined open (pre-session-5 baseline) %.2f ms: %.2fx and %.2fx the baseline" % (
+                  fmed, statistics.median(walk_ms), lmed, fmed / lmed, statistics.median(walk_ms) / lmed))
         if find_ms is not None:
             print("find -exec cat      once   %8.2f ms" % find_ms)
         print("ratio gather / walk-and-read: %.3f  (%.1fx faster)" % (fmed / bmed, bmed / fmed if fmed else 0.0))
