@@ -27,6 +27,10 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import Confl
 
 METHODS = ("auto", "peermem", "dmabuf")
 MODULE = "nvidia_peermem"
+OPENIBD_UNIT = "openibd.service"
+#: where openibd is installed (DOCA-OFED and MLNX_OFED ship the unit, older releases the init script)
+OPENIBD_UNITS = ("/etc/systemd/system/openibd.service", "/usr/lib/systemd/system/openibd.service",
+                 "/lib/systemd/system/openibd.service", "/etc/init.d/openibd")
 #: Linux gained RDMA dma-buf import (ib_umem_dmabuf) in 5.12
 DMABUF_MIN_KERNEL = (5, 12)
 
@@ -173,6 +177,7 @@ def gpudirect_facts(host, problems=None):
                 persisted = persisted or MODULE in words
     return {
         "active": active_path("dmabuf", capable, loaded),
+        "openibd": any(host.exists(path) for path in OPENIBD_UNITS),
         "openibd_dropins": [{"path": path, "entries": [list(entry) for entry in entries]}
                             for path, entries in openibd_dropins(host, problems=problems)],
         "peermem_loaded": loaded,
@@ -214,7 +219,6 @@ def drivers_facts(host):
 
 
 # -- what keeps the persisted nvidia_peermem from loading at boot ---------------------------------------------------
-OPENIBD_UNIT = "openibd.service"
 #: an install command that still inserts the module: ``modprobe --ignore-install <module>`` (MLNX_OFED's pattern)
 _CHAINS = re.compile(r"(^|[\s;&|(])(\S*/)?modprobe\s+([^;&|]*\s)?(-i|--ignore-install)(\s[^;&|]*)?\snvidia[-_]peermem(\s|$)")
 
@@ -245,6 +249,26 @@ def peermem_overrides(layers, cmdline=None, dropins=None, dropin=None, dropin_te
             found.append({"file": item["file"], "line": item["line"], "kind": item["kind"], "value": item["value"],
                           "what": OPENIBD_UNIT})
     return found
+
+
+def with_our_dropin(dropins, ours, entries):
+    """``dropins`` (``[(path, entries)]`` in systemd's order, as rdma_facts reports them) with our drop-in ``ours`` put
+    in as ``entries``: it replaces a file of its name from a less important directory, is left out when a more
+    important one has that name (systemd reads that one), and sorts by name among the others."""
+    dirs = _systemd.dropin_dirs(OPENIBD_UNIT)
+    name = ours.rsplit("/", 1)[-1]
+    rank = dirs.index(ours.rsplit("/", 1)[0]) if ours.rsplit("/", 1)[0] in dirs else len(dirs)
+    kept = []
+    for path, found in dropins:
+        if path.rsplit("/", 1)[-1] == name and path != ours:
+            directory = path.rsplit("/", 1)[0]
+            if (dirs.index(directory) if directory in dirs else len(dirs)) < rank:
+                return list(dropins)
+            continue
+        if path != ours:
+            kept.append((path, found))
+    kept.append((ours, entries))
+    return sorted(kept, key=lambda item: item[0].rsplit("/", 1)[-1])
 
 
 def describe_peermem_override(item, dropin=None, module=MODULE):

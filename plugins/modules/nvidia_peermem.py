@@ -207,8 +207,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Resul
 MODULE = _gpudirect.MODULE
 MODULES_LOAD_DIR = "/etc/modules-load.d"
 DROPIN_DIR = "/etc/systemd/system/openibd.service.d"
-OPENIBD_UNITS = ("/etc/systemd/system/openibd.service", "/usr/lib/systemd/system/openibd.service",
-                 "/lib/systemd/system/openibd.service", "/etc/init.d/openibd")
+OPENIBD_UNITS = _gpudirect.OPENIBD_UNITS
 
 
 # what systemd and kmod read from a conf.d directory: no hidden files, one line-free name

@@ -23,11 +23,19 @@ from collections import Counter
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as _kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _netns as _netns_mod
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as _sysctl_mod
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs
+from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs, rdma_sysctl_settings
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "drift", "fail", "unknown")
@@ -40,14 +48,18 @@ ZERO_GUID = "0000:0000:0000:0000"
 SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
 RDMA_USER_MODULES = ("ib_uverbs", "rdma_ucm")
 SHARED_DEVICE_PLUGIN = "k8s-rdma-shared"
+# the files the modules own by default (the roles' defaults; the audit reads the role variable when it has one)
+SYSCTL_FILE = "/etc/sysctl.d/90-rdma-k8s-node.conf"
+NETNS_CONF_FILE = "/etc/modprobe.d/rdma-k8s-node-ib_core.conf"
+PEERMEM_DROPIN = "/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf"
 
 
 # The inventory variables the audit reads as the desired state: the provisioning roles' own (same names, same
 # defaults) and the audit's.  A host that does not set one gets the role default (see plugins/filter/rdma_audit.py).
 DESIRED_VARS = (
     "rdma_kernel_iommu_passthrough", "rdma_kernel_vendor_iommu", "rdma_kernel_extra_args", "rdma_kernel_absent_args",
-    "rdma_netns_mode",
-    "rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces",
+    "rdma_netns_mode", "rdma_netns_conf_file",
+    "rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file",
     "sriov_pfs",
     "containerd_rdma_memlock", "containerd_rdma_cdi",
     "kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
@@ -179,6 +191,34 @@ def _drivers(checks, facts, desired):
                 detail = "the GPUDirect path %s is not the desired one or not persisted for the next boot" % active
             checks.add("gpudirect.path", "drift", desired=method, live=active, persisted=persisted, remedy=remedy,
                        detail=detail)
+        _peermem_overrides(checks, facts, desired, gpudirect)
+
+
+def _peermem_overrides(checks, facts, desired, gpudirect):
+    """``gpudirect.override``: what keeps nvidia_peermem from loading at boot, by the module's own planner
+    (:func:`_gpudirect.peermem_overrides`) on the modprobe.d lines and openibd drop-ins rdma_facts read."""
+    modprobe = (facts.get("persisted") or {}).get("modprobe")
+    if desired is None or modprobe is None or "openibd_dropins" not in gpudirect:
+        return  # facts of an older collection version
+    method = desired.get("nvidia_peermem_method") or "auto"
+    if method == "auto":
+        method = "dmabuf" if gpudirect.get("dmabuf_capable") else "peermem"
+    if method != "peermem":
+        return
+    layers = [(f["path"], [tuple(d) for d in f["directives"]]) for f in modprobe]
+    cmdline = ("/proc/cmdline", " ".join((facts.get("kernel_cmdline") or {}).get("args") or []))
+    dropins, text = None, None
+    if gpudirect.get("openibd"):
+        existing = [(d["path"], [tuple(e) for e in d["entries"]]) for d in gpudirect["openibd_dropins"]]
+        mine = dict(existing).get(PEERMEM_DROPIN) or _systemd.parse_unit(_gpudirect.render_openibd_dropin("/sbin/modprobe"))
+        text = "[Service]\n" + "".join("%s=%s\n" % (key, value) for dummy, key, value, dummy_line in mine)
+        dropins = _gpudirect.with_our_dropin(existing, PEERMEM_DROPIN, list(mine))
+    for item in _gpudirect.peermem_overrides(layers, cmdline, dropins, PEERMEM_DROPIN, text):
+        checks.add("gpudirect.override", "fail", subject=item["what"], desired="nvidia_peermem loaded at boot",
+                   live=item["kind"], persisted="%s%s" % (item["file"], ":%s" % item["line"] if item["line"] else ""),
+                   remedy="remove that line or drop-in (it is another tool's file), or use DMA-BUF "
+                          "(nvidia_peermem_method=dmabuf, open GPU kernel modules)",
+                   detail=_gpudirect.describe_peermem_override(item, PEERMEM_DROPIN))
 
 
 # -- kernel command line ----------------------------------------------------------------------------------------------
@@ -256,11 +296,33 @@ def _netns(checks, facts, desired):
                           else "run the rdma_netns role (rdma_netns_mode=%s)" % want)
             checks.add("netns.mode", status, desired=want, live=live, persisted=persisted, remedy=remedy,
                        detail=None if persisted is not None else "nothing persisted: ib_core's default is shared")
+    if want:
+        _netns_overrides(checks, facts, desired, want)
     running = [p for p in facts.get("device_plugins") or [] if p.startswith(SHARED_DEVICE_PLUGIN)]
     if (live == "exclusive" or want == "exclusive") and running:
         checks.add("netns.shared_device_plugin", "fail", desired="no RDMA shared device plugin in exclusive mode",
                    live=running, remedy="use the SR-IOV device plugin (one VF per pod) or rdma_netns_mode=shared",
                    detail="the RDMA shared device plugin stops seeing devices when the netns mode is exclusive")
+
+
+def _netns_overrides(checks, facts, desired, want):
+    """``netns.override``: modprobe.d settings kmod gives ib_core after the role's file, by the module's planner."""
+    modprobe = (facts.get("persisted") or {}).get("modprobe")
+    if modprobe is None:
+        return  # facts of an older collection version
+    ours = desired.get("rdma_netns_conf_file") or NETNS_CONF_FILE
+    layers = [(f["path"], [tuple(d) for d in f["directives"]]) for f in modprobe]
+    try:
+        layers = _modprobe.with_ours(layers, ours, _modprobe.directives(_netns_mod.render_conf(want)))
+    except ValueError as exc:
+        checks.add("netns.override", "unknown", desired=want, detail=str(exc))
+        return
+    for item in _netns_mod.overrides(_modprobe.settings_of(layers, "ib_core", "netns_mode"), ours, want):
+        checks.add("netns.override", "fail", subject=item["file"], desired=want, live=item["mode"],
+                   persisted="%s:%s netns_mode=%s" % (item["file"], item["line"], item["value"]),
+                   remedy="remove that setting (sriov-network-operator: give its SriovNetworkPoolConfig the same rdmaMode, "
+                          "or none), or set rdma_netns_conf_file to a name that sorts after it",
+                   detail=_netns_mod.describe_override(item, want))
 
 
 # -- ARP / rp_filter sysctls ------------------------------------------------------------------------------------------
@@ -286,11 +348,39 @@ def _sysctl(checks, facts, desired, rdma_netdevs):
             status = _tri(wanted, live, persisted)
             checks.add("sysctl.arp", status, subject=name, desired=wanted, live=live, persisted=persisted,
                        remedy="run the rdma_sysctl role" if live != wanted or persisted != wanted else None)
+    if desired is not None:
+        _sysctl_overrides(checks, facts, desired)
     arp_all = (live_all.get("all") or {}).get("arp_ignore")
     if arp_all == 2:
         checks.add("sysctl.host_arp_ignore", "fail", desired="all.arp_ignore < 2", live=arp_all,
                    remedy="set net.ipv4.conf.all.arp_ignore=1 (rdma_sysctl_host) and arp_ignore=2 per RDMA netdev",
                    detail="host-wide arp_ignore=2 breaks the /32 routes of pod interfaces")
+
+
+def _sysctl_overrides(checks, facts, desired):
+    """``sysctl.override``: files systemd-sysctl (or ``sysctl --system``) reads after the role's file with another
+    value, by the module's planner (:func:`_sysctl.overrides`) on the sysctl.d files rdma_facts read."""
+    files = (facts.get("persisted") or {}).get("sysctl_files")
+    if files is None:
+        return  # facts of an older collection version
+    ours = desired.get("rdma_sysctl_file") or SYSCTL_FILE
+    try:
+        settings = _sysctl_mod.validate(rdma_sysctl_settings(
+            list(desired.get("rdma_sysctl_interfaces") or []), desired.get("rdma_sysctl_host") or {},
+            desired.get("rdma_sysctl_per_interface") or {}, facts))
+        layers, conf = _persisted.sysctl_layers(files)
+        found = _sysctl_mod.overrides(_sysctl_mod.with_ours(layers, ours, _sysctl_mod.parse_file(_sysctl_mod.render(settings))),
+                                      ours, settings, conf)
+    except (AnsibleFilterError, RdmaNodeError) as exc:
+        checks.add("sysctl.override", "unknown", detail=getattr(exc, "msg", None) or str(exc))
+        return
+    for item in found:
+        boot = item["reader"] == _sysctl_mod.BOOT_READER
+        checks.add("sysctl.override", "fail" if boot else "ok", subject=item["key"], desired=item["want"],
+                   live=item["value"], persisted="%s:%s" % (item["file"], item["line"]),
+                   remedy="remove %s from %s (another tool's file), or set rdma_sysctl_file to a name that sorts after it"
+                          % (item["key"], item["file"]),
+                   detail=_sysctl_mod.describe_override(item))
 
 
 # -- SR-IOV VFs and GUIDs ---------------------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def test_gpudirect_facts(tmp_path):
     assert facts == {"active": "dmabuf", "peermem_loaded": False, "peermem_persisted": True, "dmabuf_capable": True,
                      "dmabuf_reason": "open GPU kernel modules 555.42.02 on kernel 6.1.0-28-amd64",
                      "nvidia_driver": {"version": "555.42.02", "open": True}, "kernel_release": "6.1.0-28-amd64",
-                     "openibd_dropins": []}
+                     "openibd": False, "openibd_dropins": []}
     (tmp_path / "sys/module/nvidia_peermem").mkdir(parents=True)
     write(tmp_path, "/proc/driver/nvidia/version", PROPRIETARY)
     facts = _gpudirect.gpudirect_facts(HostRoot(str(tmp_path)))

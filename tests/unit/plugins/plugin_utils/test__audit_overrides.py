@@ -1,0 +1,105 @@
+"""The audit's sysctl, netns and GPUDirect override checks on facts gathered from node trees built from the real-world
+corpus: the file that wins over the role's is named, judged by the modules' own planners (_sysctl.overrides,
+_netns.overrides, _gpudirect.peermem_overrides)."""
+
+from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _netns, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from unit.plugins.modules.realworld_trees import (
+    DEBIAN12_LINKS, DEBIAN12_SYSCTL, DOCA_MODPROBE, EKS_AL2023_SYSCTL, OPERATOR_MODPROBE, build, corpus, operator_modprobe,
+)
+
+IFACE = "ibp24s0"
+PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05  Tue Oct  8 03:22:07 UTC 2024\n"
+               "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+
+
+def desired(**overrides):
+    out = dict(role_defaults())
+    out.update({"rdma_sysctl_interfaces": [IFACE], "rdma_netns_mode": "exclusive", "nvidia_peermem_method": "peermem"})
+    out.update(overrides)
+    return out
+
+
+def provisioned(extra=None, links=None):
+    """The role's own files as the modules write them, on top of ``extra``."""
+    settings = _sysctl.validate({"net.ipv4.conf.all.arp_ignore": 1, "net.ipv4.conf.all.arp_announce": 2,
+                                 "net.ipv4.conf.all.rp_filter": 2, "net.ipv4.conf.default.arp_ignore": 1,
+                                 "net.ipv4.conf.default.arp_announce": 2, "net.ipv4.conf.default.rp_filter": 2,
+                                 "net.ipv4.conf.%s.arp_ignore" % IFACE: 2, "net.ipv4.conf.%s.arp_announce" % IFACE: 2,
+                                 "net.ipv4.conf.%s.rp_filter" % IFACE: 2})
+    files = {_audit.SYSCTL_FILE: _sysctl.render(settings), _audit.NETNS_CONF_FILE: _netns.render_conf("exclusive"),
+             "/etc/modules-load.d/nvidia-peermem.conf": _gpudirect.render_modules_load(),
+             "/etc/systemd/system/openibd.service": "[Service]\nExecStart=/etc/init.d/openibd start\n",
+             _audit.PEERMEM_DROPIN: _gpudirect.render_openibd_dropin("/usr/sbin/modprobe"),
+             "/proc/driver/nvidia/version": PROPRIETARY, "/proc/sys/kernel/osrelease": "6.1.0-28-amd64\n"}
+    files.update(DOCA_MODPROBE)
+    files.update(extra or {})
+    return files, links
+
+
+def audit(tmp_path, files, links=None, **overrides):
+    root = build(tmp_path, files, links)
+    host = HostRoot(root)
+    facts = {"persisted": persisted_facts(host, [IFACE]), "drivers": _gpudirect.drivers_facts(host),
+             "gpus": [{"pci_address": "0000:1b:00.0"}], "kernel_cmdline": {"args": ["ro", "quiet"]},
+             "devices": [], "modules": ["nvidia_peermem"]}
+    checks = _audit.audit_host(facts, desired(**overrides), ["sysctl", "netns", "drivers"])
+    return [c for c in checks if c["id"].endswith(".override")]
+
+
+def test_provisioned_debian_doca_node_has_no_override(tmp_path):
+    files, links = provisioned(DEBIAN12_SYSCTL, DEBIAN12_LINKS)
+    assert audit(tmp_path, files, links) == []
+
+
+def test_provisioned_eks_al2023_node_has_no_override(tmp_path):
+    files, links = provisioned(EKS_AL2023_SYSCTL)
+    assert audit(tmp_path, files, links) == []
+
+
+def test_debian_sysctl_conf_through_the_link_is_named(tmp_path):
+    text = corpus("debian12/etc/sysctl.conf").replace("#net.ipv4.conf.all.rp_filter=1", "net.ipv4.conf.all.rp_filter=1")
+    files, links = provisioned(dict(DEBIAN12_SYSCTL, **{"/etc/sysctl.conf": text}), DEBIAN12_LINKS)
+    [check] = audit(tmp_path, files, links)
+    assert (check["id"], check["status"], check["subject"]) == ("sysctl.override", "fail", "net.ipv4.conf.all.rp_filter")
+    assert (check["desired"], check["live"], check["persisted"]) == ("2", "1", "/etc/sysctl.d/99-sysctl.conf:20")
+    assert "rdma_sysctl_file" in check["remedy"]
+
+
+def test_sysctl_conf_read_by_procps_only_is_ok_with_a_detail(tmp_path):
+    text = corpus("eks-al2023/etc/sysctl.conf") + "net.ipv4.conf.all.rp_filter = 1\n"
+    files, links = provisioned(dict(EKS_AL2023_SYSCTL, **{"/etc/sysctl.conf": text}))
+    [check] = audit(tmp_path, files, links)
+    assert check["status"] == "ok" and "sysctl --system" in check["detail"] and check["remedy"] is None
+
+
+def test_the_audit_judges_the_role_file_even_before_it_is_written(tmp_path):
+    files, links = provisioned(dict(EKS_AL2023_SYSCTL, **{"/etc/sysctl.d/99-zz.conf": "-net.ipv4.conf.all.rp_filter\n"}))
+    del files[_audit.SYSCTL_FILE]
+    [check] = audit(tmp_path, files, links)
+    assert check["subject"] == "net.ipv4.conf.all.rp_filter" and "writes nothing" in check["detail"]
+
+
+def test_operator_modprobe_file_is_named(tmp_path):
+    files, links = provisioned(dict(EKS_AL2023_SYSCTL, **{OPERATOR_MODPROBE: operator_modprobe(1)}))
+    [check] = audit(tmp_path, files, links)
+    assert (check["id"], check["status"], check["subject"]) == ("netns.override", "fail", OPERATOR_MODPROBE)
+    assert (check["desired"], check["live"]) == ("exclusive", "shared")
+    assert "SriovNetworkPoolConfig" in check["remedy"]
+    # the role's file name can be chosen to sort after it
+    assert audit(tmp_path / "renamed", files, links, rdma_netns_conf_file="/etc/modprobe.d/zz-rdma.conf") == []
+
+
+def test_peermem_blacklist_and_openibd_reset_are_named(tmp_path):
+    files, links = provisioned(dict(EKS_AL2023_SYSCTL, **{
+        "/etc/modprobe.d/blacklist-gpudirect.conf": "blacklist nvidia_peermem\n",
+        "/etc/systemd/system/openibd.service.d/99-site.conf": "[Service]\nExecStartPost=\n"}))
+    checks = audit(tmp_path, files, links)
+    assert [(c["id"], c["subject"], c["live"], c["persisted"]) for c in checks] == [
+        ("gpudirect.override", "modules-load.d", "blacklist", "/etc/modprobe.d/blacklist-gpudirect.conf:1"),
+        ("gpudirect.override", "openibd.service", "reset", "/etc/systemd/system/openibd.service.d/99-site.conf:2")]
+    # DMA-BUF needs no module: nothing to judge
+    assert audit(tmp_path / "dmabuf", files, links, nvidia_peermem_method="dmabuf") == []
