@@ -109,79 +109,227 @@ def derive(pf_node_guid, vf_index, prefix=0x02):
 
 
 # -- sriov-network-operator pool file -----------------------------------------------------------------------------
-def parse_pool(text, source=OPERATOR_POOL_FILE):
-    """The operator's pool file: a JSON list; per entry ``pciAddress`` *or* ``pfGuid``, and ``guids`` *or*
-    ``guidsRange {start, end}`` (end inclusive, not below start).  Returns ``[{"pci_address"|"pf_guid", "guids"|
-    "range": (start, end)}]``.  Keys the operator's code ignores (``pci_address``/``pf_guid`` from its docs,
-    ``rangeStart``/``rangeEnd`` of an older release) are errors: the operator would not use such an entry."""
-    data = _load_json(text, source)
-    if not isinstance(data, list):
+# Read in the operator's code (k8snetworkplumbingwg/sriov-network-operator @249e200, pkg/host/internal/infiniband/):
+# guid.go ParseGUID is Go's net.ParseMAC (src/net/mac.go) and then exactly 8 octets; ib_guid_config.go decodes the file
+# with encoding/json into []ibPfGUIDJSONConfig (keys matched without regard to case, unknown keys ignored, a value of
+# the wrong JSON type fails the whole file), then checks each entry in order and fails the whole file on the first bad
+# one; a pfGuid is resolved to a PCI address by comparing it with every link's hardware address string; the entries
+# go into a map by PCI address, so a later entry for the same PF replaces an earlier one (its docs say "the first one
+# shall be taken"; the code keeps the last).  infiniband.go falls back to random GUIDs only when the file does not
+# exist: any other failure stops the operator's host helpers.
+_HEXDIGITS = frozenset(b"0123456789abcdefABCDEF")
+#: the struct's JSON names (ib_guid_config.go) and the field each maps to
+_POOL_FIELDS = {"pciaddress": "pciAddress", "pfguid": "pfGuid", "guids": "guids", "guidsrange": "guidsRange"}
+_RANGE_FIELDS = {"start": "start", "end": "end"}
+
+
+def _go_fold(key):
+    """``key`` as encoding/json compares field names (``bytes.EqualFold``): ASCII case folded, and the two non-ASCII
+    letters whose simple case folding reaches an ASCII one (KELVIN SIGN, LATIN SMALL LETTER LONG S)."""
+    return "".join("k" if char == "\u212a" else "s" if char == "\u017f" else char.lower() if char.isascii() else char
+                   for char in key)
+
+
+def parse_mac(text):
+    """Go's ``net.ParseMAC`` on ``text``'s UTF-8 bytes: ``xx:xx:..``/``xx-xx-..`` (one separator throughout) or
+    ``xxxx.xxxx...``, 6, 8 or 20 octets, two hex digits each; the octets as bytes, or None where Go returns an
+    error."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else b""
+    if len(data) < 14:
+        return None
+    out = bytearray()
+    if data[2:3] in (b":", b"-"):
+        sep = data[2]
+        if (len(data) + 1) % 3:
+            return None
+        count = (len(data) + 1) // 3
+        if count not in (6, 8, 20):
+            return None
+        for index in range(count):
+            pair = data[3 * index:3 * index + 2]
+            if not all(c in _HEXDIGITS for c in pair) or (index < count - 1 and data[3 * index + 2] != sep):
+                return None
+            out.append(int(pair, 16))
+    elif data[4:5] == b".":
+        if (len(data) + 1) % 5:
+            return None
+        count = 2 * (len(data) + 1) // 5
+        if count not in (6, 8, 20):
+            return None
+        for index in range(0, count, 2):
+            group = data[5 * (index // 2):5 * (index // 2) + 4]
+            if not all(c in _HEXDIGITS for c in group) or (index < count - 2 and data[5 * (index // 2) + 4] != 0x2E):
+                return None
+            out.extend((int(group[:2], 16), int(group[2:], 16)))
+    else:
+        return None
+    return bytes(out)
+
+
+def parse_go_guid(text, what="GUID"):
+    """A GUID exactly as sriov-network-operator's ``ParseGUID`` accepts it (``net.ParseMAC``, then 8 octets): the
+    value as an int, or a ParseError naming ``what`` for anything the operator refuses."""
+    octets = parse_mac(text) if isinstance(text, str) else None
+    if octets is None or len(octets) != 8:
+        raise ParseError("%s %r is not a GUID sriov-network-operator accepts (Go's net.ParseMAC of 8 octets: "
+                         "02:00:00:00:00:00:00:01, 02-00-..-01 or 0200.0000.0000.0001)" % (what, text))
+    return int.from_bytes(octets, "big")
+
+
+def _go_string(value, where):
+    """A Go string field: None (JSON null) leaves it as it is; any other non-string fails the whole file."""
+    if value is not None and not isinstance(value, str):
+        raise ParseError("%s must be a JSON string: the operator cannot decode the file (json: cannot unmarshal %s)"
+                         % (where, type(value).__name__))
+    return value
+
+
+def _decode_object(pairs, fields, where):
+    """A JSON object decoded into a Go struct: keys matched case-insensitively, the last one wins, unknown keys
+    ignored; returns ``({field: value}, ignored keys, folded duplicates)``."""
+    out, ignored, seen, duplicates = {}, [], set(), []
+    for key, value in pairs:
+        field = fields.get(_go_fold(key))
+        if field is None:
+            ignored.append(key)
+            continue
+        if field in seen:
+            duplicates.append(key)
+        seen.add(field)
+        out[field] = value
+    return out, ignored, duplicates
+
+
+def _pairs_hook(pairs):
+    return _Pairs(pairs)
+
+
+class _Pairs(list):
+    """A JSON object's ``(key, value)`` pairs in document order (duplicates kept, as Go's decoder sees them)."""
+
+
+def _reject_constant(name):
+    raise ValueError("%s is not JSON (Go's decoder refuses it)" % name)
+
+
+def decode_pool(text, source=OPERATOR_POOL_FILE):
+    """The pool file decoded as the operator's ``readJSONConfig`` decodes it: ``[{"pciAddress", "pfGuid", "guids",
+    "guidsRange": {"start", "end"}, "ignored": [...], "duplicates": [...]}]`` (absent values None), or a ParseError
+    for what makes ``json.Unmarshal`` fail (the operator then fails the whole file)."""
+    try:
+        data = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError("%s is not valid JSON: %s" % (source, exc)) from exc
+    if data is None:
+        return []
+    if not isinstance(data, list) or isinstance(data, _Pairs):
         raise ParseError("%s must hold a JSON list of PF entries" % source)
     entries = []
     for number, raw in enumerate(data):
         where = "%s entry %d" % (source, number)
-        if not isinstance(raw, dict):
+        if raw is None:
+            raw = _Pairs()
+        if not isinstance(raw, _Pairs):
             raise ParseError("%s is not a JSON object" % where)
-        for key in raw:
-            if key in _DOC_KEYS:
-                raise ParseError("%s uses %r, which sriov-network-operator's code does not read (its docs disagree with "
-                                 "it); write %r" % (where, key, _DOC_KEYS[key]))
-            if key not in POOL_KEYS:
-                raise ParseError("%s has unknown key %r; known: %s" % (where, key, ", ".join(POOL_KEYS)))
-        entry = {}
-        if bool(raw.get("pciAddress")) == bool(raw.get("pfGuid")):
-            raise ParseError("%s needs exactly one of pciAddress and pfGuid" % where)
-        if raw.get("pciAddress"):
-            entry["pci_address"] = str(raw["pciAddress"]).lower()
-        else:
-            entry["pf_guid"] = raw["pfGuid"]
-        has_range = raw.get("guidsRange") is not None
-        if bool(raw.get("guids")) == has_range:
-            raise ParseError("%s needs exactly one of guids and guidsRange" % where)
-        if has_range:
-            span = raw["guidsRange"]
-            if not isinstance(span, dict) or not span.get("start") or not span.get("end"):
-                raise ParseError("%s guidsRange needs both start and end" % where)
-            start = _pool_guid(span["start"], where + " guidsRange.start")
-            end = _pool_guid(span["end"], where + " guidsRange.end")
-            if end < start:
-                raise ParseError("%s guidsRange end is below its start" % where)
-            entry["range"] = (start, end)
-        else:
-            if not isinstance(raw["guids"], list):
-                raise ParseError("%s guids must be a list" % where)
-            entry["guids"] = [_pool_guid(item, "%s guids[%d]" % (where, idx)) for idx, item in enumerate(raw["guids"])]
+        fields, ignored, duplicates = _decode_object(raw, _POOL_FIELDS, where)
+        entry = {"pciAddress": None, "pfGuid": None, "guids": None, "guidsRange": None, "ignored": ignored,
+                 "duplicates": duplicates}
+        for name in ("pciAddress", "pfGuid"):
+            if name in fields:
+                value = _go_string(fields[name], "%s %s" % (where, name))
+                entry[name] = value if value is not None else entry[name]
+        if "guids" in fields:
+            guids = fields["guids"]
+            if guids is not None and (not isinstance(guids, list) or isinstance(guids, _Pairs)):
+                raise ParseError("%s guids must be a JSON list of strings" % where)
+            entry["guids"] = None if guids is None else [
+                _go_string(item, "%s guids[%d]" % (where, index)) or "" for index, item in enumerate(guids)]
+        if "guidsRange" in fields:
+            span = fields["guidsRange"]
+            if span is not None and not isinstance(span, _Pairs):
+                raise ParseError("%s guidsRange must be a JSON object" % where)
+            if span is None:
+                entry["guidsRange"] = None
+            else:
+                bounds, dummy_ignored, dummy_dups = _decode_object(span, _RANGE_FIELDS, where + " guidsRange")
+                entry["guidsRange"] = dict((name, _go_string(bounds.get(name), "%s guidsRange.%s" % (where, name)) or "")
+                                           for name in ("start", "end"))
         entries.append(entry)
     return entries
 
 
-def _load_json(text, source):
-    """``json.loads`` with everything it raises on hostile text (RecursionError when nested too deep, ValueError for
-    an integer of more than 4,300 digits) as a ParseError naming ``source``."""
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError("%s is not valid JSON: %s" % (source, exc)) from exc
+def _hint(entry):
+    keys = [key for key in entry["ignored"] if key in _DOC_KEYS]
+    return (" (it has %s, which the operator's code does not read: its docs disagree with it; write %s)" % (
+        ", ".join(repr(k) for k in keys), ", ".join(repr(_DOC_KEYS[k]) for k in keys))) if keys else ""
 
 
-def _pool_guid(text, where):
-    try:
-        return parse_guid(text, where)
-    except InputError as exc:
-        raise ParseError(exc.msg) from exc
+def parse_pool(text, source=OPERATOR_POOL_FILE, links=None):
+    """The operator's pool file, checked as ``getIbGUIDConfig`` checks it, in its order: per entry ``pciAddress`` *or*
+    ``pfGuid`` (resolved to the PCI address of the first of ``links`` whose hardware address string equals it, when
+    ``links`` = ``[(netdev, address, pci_address or None)]`` is given), then ``guids`` *or* a complete ``guidsRange``
+    (end not below start), every GUID as :func:`parse_go_guid`.  Returns ``[{"pci_address"|"pf_guid", "guids"|"range":
+    (start, end), "ignored": [keys]}]``; a ParseError names the first entry the operator refuses (it then refuses the
+    whole file).  The documented snake_case keys are ignored by the code, as any unknown key; the error says so."""
+    entries = []
+    for number, raw in enumerate(decode_pool(text, source)):
+        where = "%s entry %d" % (source, number)
+        if raw["pciAddress"] and raw["pfGuid"]:
+            raise ParseError("%s has both pciAddress and pfGuid: sriov-network-operator needs exactly one of pciAddress "
+                             "and pfGuid" % where)
+        if not raw["pciAddress"] and not raw["pfGuid"]:
+            raise ParseError("%s has neither pciAddress nor pfGuid: sriov-network-operator needs exactly one of pciAddress "
+                             "and pfGuid%s" % (where, _hint(raw)))
+        entry = {"ignored": raw["ignored"]}
+        if raw["pciAddress"]:
+            entry["pci_address"] = raw["pciAddress"]
+        else:
+            entry["pf_guid"] = raw["pfGuid"]
+            if links is not None:
+                match = [pci for dummy, address, pci in links if address == raw["pfGuid"]]
+                if not match:
+                    raise ParseError("%s pfGuid %r matches no network interface's hardware address on this node (the "
+                                     "operator compares it with each link's address, e.g. an IPoIB netdev's 20-octet "
+                                     "address): it refuses the whole file" % (where, raw["pfGuid"]))
+                if match[0] is None:
+                    raise ParseError("%s pfGuid %r is the address of a network interface without a PCI device: the "
+                                     "operator refuses the whole file" % (where, raw["pfGuid"]))
+                entry["pci_address"] = match[0]
+        span = raw["guidsRange"]
+        if not raw["guids"] and (span is None or not span["start"] or not span["end"]):
+            if span is not None and (span["start"] or span["end"]):
+                raise ParseError("%s guidsRange needs both start and end: sriov-network-operator needs exactly one of "
+                                 "guids and guidsRange" % where)
+            raise ParseError("%s has neither guids nor a guidsRange with start and end: sriov-network-operator needs "
+                             "exactly one of guids and guidsRange%s" % (where, _hint(raw)))
+        if raw["guids"] and span is not None:
+            raise ParseError("%s has both guids and guidsRange: sriov-network-operator needs exactly one of guids and "
+                             "guidsRange" % where)
+        if raw["guids"]:
+            entry["guids"] = [parse_go_guid(item, "%s guids[%d]" % (where, index)) for index, item in enumerate(raw["guids"])]
+        else:
+            start = parse_go_guid(span["start"], where + " guidsRange.start")
+            end = parse_go_guid(span["end"], where + " guidsRange.end")
+            if end < start:
+                raise ParseError("%s guidsRange end is below its start" % where)
+            entry["range"] = (start, end)
+        entries.append(entry)
+    return entries
 
 
 def pool_entry_for(entries, pci_address, pf_guids, source=OPERATOR_POOL_FILE):
-    """The entry for a PF, matched by PCI address or by one of ``pf_guids`` (the PF's GUID spellings).  The operator
-    compares ``pfGuid`` with the PF netdev's hardware address string, so both the 8-octet node GUID and the 20-byte
-    IPoIB address are accepted here.  ParseError when no entry matches."""
-    wanted = set(guid.lower() for guid in pf_guids)
+    """The entry the operator uses for a PF: the *last* one whose ``pciAddress`` is exactly ``pci_address`` (the
+    operator's map by PCI address keeps the last) or - for entries :func:`parse_pool` could not resolve - whose
+    ``pfGuid`` is exactly one of ``pf_guids`` (the PF netdev's hardware address as Linux prints it: lowercase, IPoIB's
+    20 octets; an 8-octet node GUID never equals a link address).  ParseError when no entry matches."""
+    found = None
+    wanted = set(pf_guids)
     for entry in entries:
-        if entry.get("pci_address") == pci_address.lower():
-            return entry
-        if "pf_guid" in entry and str(entry["pf_guid"]).lower() in wanted:
-            return entry
-    raise ParseError("%s has no entry for PF %s (by pciAddress or pfGuid)" % (source, pci_address))
+        if entry.get("pci_address") == pci_address or ("pci_address" not in entry and entry.get("pf_guid") in wanted):
+            found = entry
+    if found is None:
+        raise ParseError("%s has no entry for PF %s (by pciAddress or pfGuid)" % (source, pci_address))
+    return found
 
 
 def pool_guids(entry, count, source=OPERATOR_POOL_FILE):
@@ -202,18 +350,58 @@ def pool_guids(entry, count, source=OPERATOR_POOL_FILE):
     return out
 
 
-def render_pool(existing, pci_address, guids):
-    """Pool file text with this PF's entry (``pciAddress`` + ``guids``) replaced or added; other entries kept as
-    they are.  ``existing`` is the current text or None."""
-    data = _load_json(existing, OPERATOR_POOL_FILE) if existing and existing.strip() else []
-    if not isinstance(data, list):
-        raise ParseError("%s must hold a JSON list of PF entries" % OPERATOR_POOL_FILE)
-    mine = {"pciAddress": pci_address, "guids": [format_guid(guid) for guid in guids]}
+def _pairs_to_plain(value):
+    if isinstance(value, _Pairs):
+        return dict((key, _pairs_to_plain(item)) for key, item in value)
+    if isinstance(value, list):
+        return [_pairs_to_plain(item) for item in value]
+    return value
+
+
+def _spelled_twice(entry):
+    """Whether an entry (or its guidsRange) spells one field two ways (``pciAddress`` and ``PCIAddress``): a rewrite
+    keeps one value per spelling, which could change the one the operator's decoder takes last.  The same spelling
+    twice is fine (both keep the last value)."""
+    def twice(pairs, fields):
+        spellings = {}
+        for key, dummy in pairs:
+            field = fields.get(_go_fold(key))
+            if field is not None:
+                spellings.setdefault(field, set()).add(key)
+        return any(len(names) > 1 for names in spellings.values())
+
+    spans = [value for key, value in entry if _POOL_FIELDS.get(_go_fold(key)) == "guidsRange" and isinstance(value, _Pairs)]
+    return twice(entry, _POOL_FIELDS) or any(twice(span, _RANGE_FIELDS) for span in spans)
+
+
+def render_pool(existing, pci_address, guids, links=None):
+    """Pool file text with this PF's entry (``pciAddress`` + ``guids``) written last, so that the operator's map keeps
+    it whatever else the file says about the PF; entries whose ``pciAddress`` names this PF are replaced, every other
+    entry is kept as it is, in its place.  ``existing`` is the current text or None.  Without GUIDs (no VFs) the entry
+    is left out, as the operator refuses an entry without any; when nothing is left the result is None (no file: the
+    operator then generates random GUIDs, where an empty list would make it refuse every VF).  A file the operator would
+    refuse (any entry, see :func:`parse_pool`; ``links`` resolve pfGuid entries) is a ParseError: writing our entry
+    into it would not make the operator use it."""
+    if existing and existing.strip():
+        parse_pool(existing, links=links)
+        data = json.loads(existing, object_pairs_hook=_pairs_hook)
+        if data is None:
+            data = []
+        for number, entry in enumerate(data):
+            if isinstance(entry, _Pairs) and _spelled_twice(entry):
+                raise ParseError("%s entry %d spells one key twice (the operator takes the last one): rewriting the file "
+                                 "could change which; fix that entry first" % (OPERATOR_POOL_FILE, number))
+        data = [_pairs_to_plain(entry) for entry in data]
+    else:
+        data = []
     wanted = pci_address.lower()
-    kept = [entry for entry in data if not (isinstance(entry, dict) and str(entry.get("pciAddress", "")).lower() == wanted)]
-    kept.append(mine)
-    kept.sort(key=lambda entry: str(entry.get("pciAddress") or entry.get("pfGuid") or "") if isinstance(entry, dict) else "")
-    return json.dumps(kept, indent=2, sort_keys=True) + "\n"
+    kept = [entry for entry in data if not (isinstance(entry, dict) and isinstance(entry.get("pciAddress"), str)
+                                            and entry["pciAddress"].lower() == wanted)]
+    if guids:
+        kept.append({"pciAddress": pci_address, "guids": [format_guid(guid) for guid in guids]})
+    elif not kept:
+        return None  # an empty list would make the operator refuse every VF ("no guid pool"); no file makes it random
+    return json.dumps(kept, indent=2) + "\n"
 
 
 # -- the plan -----------------------------------------------------------------------------------------------------

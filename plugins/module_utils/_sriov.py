@@ -321,3 +321,31 @@ def ip_vf_argv(pf_netdev, index, attrs):
     if "link_state" in attrs:
         argv += ["state", attrs["link_state"]]
     return argv
+
+
+# -- sriov-network-operator on the node ------------------------------------------------------------------------------
+# Its config daemon's files (k8snetworkplumbingwg/sriov-network-operator pkg/consts/constants.go @249e200): the systemd
+# mode units and binary, the modprobe file of SetRDMASubsystem, and /etc/sriov-operator where both modes keep state
+# (pci/ applied PF configs, sriov-interface-config.yaml, sriov_config.json, ...).  The pool file alone
+# (/etc/sriov-operator/infiniband/guids) is no evidence: ib_vf_guids writes it itself.
+OPERATOR_UNITS = ("/etc/systemd/system/sriov-config.service", "/etc/systemd/system/sriov-config-post-network.service")
+OPERATOR_BINARY = "/var/lib/sriov/sriov-network-config-daemon"
+OPERATOR_MODPROBE = "/etc/modprobe.d/sriov_network_operator_modules_config.conf"
+OPERATOR_DIR = "/etc/sriov-operator"
+#: /proc/<pid>/comm of sriov-network-config-daemon (the kernel cuts it at 15 characters)
+OPERATOR_COMM = "sriov-network-config-daemon"[:15]
+
+
+def operator_presence(existing, state_entries, running):
+    """Whether sriov-network-operator's config daemon works on this node, pure: ``existing`` the paths of
+    :data:`OPERATOR_UNITS`, :data:`OPERATOR_BINARY` and :data:`OPERATOR_MODPROBE` that exist, ``state_entries`` the
+    names in /etc/sriov-operator, ``running`` whether a process named like the daemon runs.  Returns ``{present,
+    mode, running, evidence}``; ``mode`` is ``systemd`` (its units or binary are installed: the daemon runs at boot
+    as sriov-config.service), ``daemon`` (its pod) or None."""
+    evidence = list(existing) + ["%s/%s" % (OPERATOR_DIR, name) for name in sorted(state_entries) if name != "infiniband"]
+    if running:
+        evidence.append("process %s" % OPERATOR_COMM)
+    systemd = any(path in existing for path in OPERATOR_UNITS + (OPERATOR_BINARY,))
+    present = bool(evidence)
+    return {"present": present, "mode": "systemd" if systemd else ("daemon" if present else None), "running": running,
+            "evidence": evidence}

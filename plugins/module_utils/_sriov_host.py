@@ -553,6 +553,60 @@ def host_guids(host, commands, skip_pci, own_vfs=None, links=None):
     return taken
 
 
+def detect_sriov_operator(host):
+    """sriov-network-operator's traces on the node (:func:`_sriov.operator_presence`)."""
+    existing = [path for path in _sriov.OPERATOR_UNITS + (_sriov.OPERATOR_BINARY, _sriov.OPERATOR_MODPROBE)
+                if host.stat(path, follow=False) is not None]
+    running = False
+    for entry in host.listdir("/proc"):
+        if entry.isdigit() and entry.isascii() and host.try_attr("/proc/%s/comm" % entry) == _sriov.OPERATOR_COMM:
+            running = True
+            break
+    return _sriov.operator_presence(existing, host.listdir(_sriov.OPERATOR_DIR), running)
+
+
+def node_links(host):
+    """``[(netdev, hardware address, PCI address or None)]`` of every network interface, in ifindex order (the
+    order the operator's netlink LinkList() gives), for resolving a pool file's ``pfGuid`` entries."""
+    out = []
+    for name in host.listdir(SYS_NET):
+        base = "%s/%s" % (SYS_NET, name)
+        index = host.read_int(base + "/ifindex", default=None)
+        device = host.readlink(base + "/device")
+        pci = posixpath.basename(device.rstrip("/")) if device and re.match(
+            r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", posixpath.basename(device.rstrip("/"))) else None
+        out.append((index if index is not None else 1 << 31, name, host.try_attr(base + "/address", ""), pci))
+    return [(name, address, pci) for dummy, name, address, pci in sorted(out)]
+
+
+def _pool_ib_pfs(host, skip):
+    """PCI addresses of the node's InfiniBand PFs that can have VFs (sriov_totalvfs > 0), other than ``skip``."""
+    found = []
+    for device in host.listdir(SYS_IB):
+        pci = host.link_name("%s/%s/device" % (SYS_IB, device))
+        if pci and pci != skip and pci not in found and (host.read_int("%s/%s/sriov_totalvfs" % (SYS_PCI, pci),
+                                                                       default=0) or 0) > 0:
+            if any(host.read_attr("%s/%s/ports/%s/link_layer" % (SYS_IB, device, port)) == "InfiniBand"
+                   for port in host.listdir("%s/%s/ports" % (SYS_IB, device))):
+                found.append(pci)
+    return sorted(found)
+
+
+def _pool_warnings(module, host, pf, existed, text, operator, pool_file, links):
+    """What a change of the pool file means for the operator: it reads the file when its daemon starts (host helpers
+    created in pkg/host/manager.go), and a pool file that exists makes it take every IB VF's GUID from the file."""
+    if operator["running"]:
+        module.warn("sriov-network-config-daemon runs and reads %s only when it starts: restart its pod (or the "
+                    "node) so that it assigns these GUIDs instead of the ones it holds" % pool_file)
+    if not existed and text is not None:
+        listed = set(entry.get("pci_address") for entry in _guid.parse_pool(text, pool_file, links))
+        missing = [pci for pci in _pool_ib_pfs(host, pf["pci_address"]) if pci not in listed]
+        if missing:
+            module.warn("%s did not exist: once it does, sriov-network-operator takes every InfiniBand VF's GUID from it "
+                        "and fails VFs of a PF without an entry (%s); export their GUIDs too (every InfiniBand PF in "
+                        "sriov_pfs)" % (pool_file, ", ".join(missing)))
+
+
 def run_ib_vf_guids(module):
     """The ``ib_vf_guids`` module: non-zero, unique, deterministic GUIDs on every VF of an InfiniBand PF."""
     params = module.params
@@ -578,6 +632,12 @@ def run_ib_vf_guids(module):
         raise InputError("guids is only used with scheme=list")
     if scheme == "pool_file" and params["export_pool_file"]:
         raise InputError("export_pool_file writes pool_file, which scheme=pool_file reads; use one or the other")
+    operator = detect_sriov_operator(host)
+    result.extra["sriov_network_operator"] = operator
+    export = params["export_pool_file"]
+    if export is None:  # auto: on when the operator works on this node (it re-assigns IB VF GUIDs), never with pool_file
+        export = operator["present"] and scheme != "pool_file"
+    result.extra["export_pool_file"] = export
     if scheme == "list":
         for index, text in enumerate(explicit):
             _guid.assignable(_guid.parse_guid(text, "guids[%d]" % index), "guids[%d] (%s)" % (index, text))
@@ -585,14 +645,12 @@ def run_ib_vf_guids(module):
     state = observe(host, pf)
     count = state["numvfs"] or 0
     pool_entry = None
+    links = node_links(host) if scheme == "pool_file" or export else None
     if scheme == "pool_file":
         text = host.read_text(params["pool_file"])
         if text is None:
             raise InputError("scheme=pool_file but %s does not exist" % params["pool_file"])
-        spellings = [_guid.format_guid(pf_guid)] if pf_guid else []
-        if pf["netdev"]:
-            spellings.append(host.read_attr("%s/%s/address" % (SYS_NET, pf["netdev"])) or "")
-        pool_entry = _guid.pool_entry_for(_guid.parse_pool(text, params["pool_file"]), pf["pci_address"], spellings,
+        pool_entry = _guid.pool_entry_for(_guid.parse_pool(text, params["pool_file"], links), pf["pci_address"], [],
                                           params["pool_file"])
     desired = _guid.desired_guids(scheme, count, pf_guid, prefix, explicit, pool_entry)
     via = _guid_path(host, pf) if count else "netlink"
@@ -600,12 +658,12 @@ def run_ib_vf_guids(module):
         raise InputError("PF %s has no IPoIB netdev (ib_ipoib not loaded?) and no OFED sriov sysfs: no way to set GUIDs"
                          % pf["pci_address"])
     # one dump answers both this PF's admin GUIDs and the other PFs' (host_guids)
-    links = ip_links_vfs(commands) if count and via == "netlink" and commands.module.get_bin_path("ip") else None
-    admin = _admin_guids(host, commands, pf, count, via, links) if count else {}
+    ip_links = ip_links_vfs(commands) if count and via == "netlink" and commands.module.get_bin_path("ip") else None
+    admin = _admin_guids(host, commands, pf, count, via, ip_links) if count else {}
     observed = {}
     for vf in state["vfs"]:
         observed[vf["index"]] = dict(admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"])
-    taken = host_guids(host, commands, pf["pci_address"], state["vfs"], links)
+    taken = host_guids(host, commands, pf["pci_address"], state["vfs"], ip_links)
     taken.update(dict((guid, "the PF %s itself" % pf["pci_address"]) for guid in [pf_guid] if guid))
     for extra in params.get("exclude_guids") or []:
         taken.setdefault(_guid.parse_guid(extra, "exclude_guids entry"), "another node of the inventory (exclude_guids)")
@@ -638,12 +696,13 @@ def run_ib_vf_guids(module):
                                              reason="VF %d has no driver" % vf["index"])
         result.add(rebind_actions[vf["index"]])
     pool_plan = None
-    if params["export_pool_file"]:
+    if export:
         existing = observe_file(host, params["pool_file"])
-        pool_plan = plan_file(existing, _guid.render_pool(existing.content if existing.exists else None,
-                                                          pf["pci_address"], desired), 0o644)
+        text = _guid.render_pool(existing.content if existing.exists else None, pf["pci_address"], desired, links)
+        pool_plan = plan_file(existing, text, 0o644)
         if pool_plan.changed:
             result.add(pool_plan.action(), pool_plan.diff() if module._diff else None)
+            _pool_warnings(module, host, pf, existing.exists, text, operator, params["pool_file"], links)
     guid_rows = [{"index": index, "pci_address": vf_by_index[index]["pci_address"] if index in vf_by_index else None,
                   "guid": _guid.format_guid(value)} for index, value in enumerate(desired)]
     result.observed = {"pf": dict((k, v) for k, v in pf.items() if k != "path"), "pf_node_guid":

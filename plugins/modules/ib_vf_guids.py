@@ -46,7 +46,8 @@ options:
         collection's C(docs/sriov.md) for the collision argument.
       - V(list) takes VF i's GUID from O(guids).
       - V(pool_file) reads sriov-network-operator's pool file O(pool_file) (keys C(pciAddress)/C(pfGuid) and
-        C(guids)/C(guidsRange) C({start, end}), as the operator's code reads them).
+        C(guids)/C(guidsRange) C({start, end}), as the operator's code reads them: a C(pfGuid) is the PF netdev's
+        hardware address as Linux prints it, 20 octets for IPoIB; the last entry for a PF wins).
     type: str
     choices: [pf_guid, list, pool_file]
     default: pf_guid
@@ -69,11 +70,18 @@ options:
     default: /etc/sriov-operator/infiniband/guids
   export_pool_file:
     description:
-      - Write this PF's GUIDs into O(pool_file) (an entry with C(pciAddress) and C(guids), other entries kept).
-        sriov-network-operator re-assigns IB VF GUIDs even for C(externallyManaged) policies; with this file it
-        assigns the same ones instead of random GUIDs.
+      - Write this PF's GUIDs into O(pool_file) (an entry with C(pciAddress) and C(guids), written last so that the
+        operator's map by PCI address keeps it; every other entry kept as it is, in its place). sriov-network-operator
+        re-assigns IB VF GUIDs even for C(externallyManaged) policies; with this file it assigns the same ones instead
+        of random GUIDs.
+      - Unset (the default) means on when sriov-network-operator's config daemon works on this node (its
+        C(sriov-config.service)/C(sriov-config-post-network.service) units or binary, its modprobe file, state in
+        C(/etc/sriov-operator), or its running process; RV(sriov_network_operator)), except with O(scheme=pool_file).
+      - The file is read and written exactly as the operator's code reads it (Go's C(net.ParseMAC) of 8 octets for
+        every GUID, keys matched as Go's C(encoding/json) matches them); a file it would refuse - any entry - is
+        refused with the entry named, since the operator would then refuse the whole file. With no VFs the entry is
+        left out (the operator refuses one without GUIDs), and a file left empty is removed.
     type: bool
-    default: false
   exclude_guids:
     description: GUIDs in use elsewhere (other nodes); wanting one of them is an error before any write.
     type: list
@@ -164,6 +172,30 @@ observed:
       description: Indexes of VFs whose GUID is zero.
       type: list
       elements: int
+sriov_network_operator:
+  description: What was found of sriov-network-operator's config daemon on this node.
+  returned: always
+  type: dict
+  contains:
+    present:
+      description: Whether it works on this node.
+      type: bool
+    mode:
+      description: V(systemd) (its boot units or binary are installed), V(daemon) (its pod), or null.
+      type: str
+    running:
+      description: Whether its process runs now.
+      type: bool
+    evidence:
+      description: The files (and process) found.
+      type: list
+      elements: str
+  sample: {"present": true, "mode": "systemd", "running": false,
+           "evidence": ["/etc/systemd/system/sriov-config.service", "/etc/sriov-operator/sriov-interface-config.yaml"]}
+export_pool_file:
+  description: Whether the pool file was (or in check mode would be) written, after O(export_pool_file)'s default.
+  returned: always
+  type: bool
 guids:
   description: The wanted GUID of each VF (node and port GUID alike), with its PCI address, netdevs and RDMA device.
   returned: always
@@ -194,7 +226,7 @@ def main():
             guid_prefix=dict(type="str", default="02"),
             guids=dict(type="list", elements="str"),
             pool_file=dict(type="path", default=OPERATOR_POOL_FILE),
-            export_pool_file=dict(type="bool", default=False),
+            export_pool_file=dict(type="bool"),
             exclude_guids=dict(type="list", elements="str"),
             allow_vf_reset=dict(type="bool", default=False),
             timeout=dict(type="int", default=60),

@@ -84,27 +84,39 @@ def test_derive_errors(pf, vf, fragment):
     assert fragment in info.value.msg
 
 
+# the operator compares pfGuid with each link's hardware address string: an IPoIB netdev has 20 octets
+IPOIB_ADDRESS = "00:00:10:87:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:55:1e:21"
 OPERATOR_FILE = json.dumps([
     {"pciAddress": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:00", "02:00:00:00:00:00:00:01"]},
-    {"pfGuid": "a0:88:c2:03:00:55:1e:21",
+    {"pfGuid": IPOIB_ADDRESS,
      "guidsRange": {"start": "02:00:00:00:00:aa:00:02", "end": "02:00:00:00:00:aa:00:0a"}},
 ])
 
 
 def test_pool_file_operator_keys():
     entries = g.parse_pool(OPERATOR_FILE)
-    assert entries[0] == {"pci_address": "0000:18:00.0", "guids": [0x0200000000000000, 0x0200000000000001]}
+    assert entries[0] == {"pci_address": "0000:18:00.0", "guids": [0x0200000000000000, 0x0200000000000001], "ignored": []}
     assert entries[1]["range"] == (0x0200000000AA0002, 0x0200000000AA000A)
     first = g.pool_entry_for(entries, "0000:18:00.0", [])
     assert g.pool_guids(first, 2) == [0x0200000000000000, 0x0200000000000001]
-    by_guid = g.pool_entry_for(entries, "0000:99:00.0", ["A0:88:C2:03:00:55:1E:21"])
+    by_guid = g.pool_entry_for(entries, "0000:99:00.0", [IPOIB_ADDRESS])
     assert g.pool_guids(by_guid, 9)[-1] == 0x0200000000AA000A
+    # exact string equality, as the operator compares: another case or the 8-octet node GUID never matches
+    for spelling in (IPOIB_ADDRESS.upper(), "a0:88:c2:03:00:55:1e:21"):
+        with pytest.raises(ParseError):
+            g.pool_entry_for(entries, "0000:99:00.0", [spelling])
+    # with the node's links, pfGuid entries resolve to a PCI address (and one matching no link fails the file)
+    resolved = g.parse_pool(OPERATOR_FILE, links=[("ibp24s0", IPOIB_ADDRESS, "0000:99:00.0")])
+    assert g.pool_entry_for(resolved, "0000:99:00.0", [])["range"][0] == 0x0200000000AA0002
+    with pytest.raises(ParseError, match="entry 1 pfGuid .* matches no network interface"):
+        g.parse_pool(OPERATOR_FILE, links=[("eth0", "52:54:00:12:34:56", "0000:00:03.0")])
 
 
 @pytest.mark.parametrize("data, fragment", [
     ([{"pci_address": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:01"]}], "write 'pciAddress'"),
     ([{"pf_guid": "x", "guids": ["02:00:00:00:00:00:00:01"]}], "write 'pfGuid'"),
     ([{"pciAddress": "0000:18:00.0", "rangeStart": "02:00:00:00:00:00:00:01"}], "guidsRange.start"),
+    ([{"pciAddress": "0000:18:00.0", "guids": ["02aa:bbcc:ddee:ff00"]}], "Go's net.ParseMAC of 8 octets"),
     ([{"pciAddress": "a", "pfGuid": "b", "guids": ["02:00:00:00:00:00:00:01"]}], "exactly one of pciAddress and pfGuid"),
     ([{"guids": ["02:00:00:00:00:00:00:01"]}], "exactly one of pciAddress and pfGuid"),
     ([{"pciAddress": "a"}], "exactly one of guids and guidsRange"),
@@ -113,7 +125,7 @@ def test_pool_file_operator_keys():
     ([{"pciAddress": "a", "guidsRange": {"start": "02:00:00:00:00:00:00:05", "end": "02:00:00:00:00:00:00:01"}}],
      "below its start"),
     ([{"pciAddress": "a", "guids": ["nope"]}], "guids[0]"),
-    ([{"pciAddress": "a", "guids": ["02:00:00:00:00:00:00:01"], "color": "red"}], "unknown key 'color'"),
+    ([{"pciAddress": "a", "guids": ["02:00:00:00:00:00:00:01"], "pfGuid": 5}], "must be a JSON string"),
     ({"pciAddress": "a"}, "JSON list"),
 ])
 def test_pool_file_errors(data, fragment):
@@ -197,3 +209,88 @@ def test_pf_guid_scheme_without_a_readable_node_guid():
     with pytest.raises(InputError, match="node GUID is unknown"):
         g.desired_guids("pf_guid", 2, None)
     assert g.desired_guids("pf_guid", 0, None) == []
+
+
+# -- exactly as sriov-network-operator reads and refuses (ParseGUID = net.ParseMAC + 8 octets; encoding/json) -------
+# Go's own table, src/net/mac_test.go parseMACTests (golang/go), every row: what net.ParseMAC accepts and the octets.
+GO_PARSE_MAC_TESTS = [
+    ("00:00:5e:00:53:01", "00005e005301"), ("00-00-5e-00-53-01", "00005e005301"), ("0000.5e00.5301", "00005e005301"),
+    ("02:00:5e:10:00:00:00:01", "02005e1000000001"), ("02-00-5e-10-00-00-00-01", "02005e1000000001"),
+    ("0200.5e10.0000.0001", "02005e1000000001"),
+    ("00:00:00:00:fe:80:00:00:00:00:00:00:02:00:5e:10:00:00:00:01", "00000000fe8000000000000002005e1000000001"),
+    ("00-00-00-00-fe-80-00-00-00-00-00-00-02-00-5e-10-00-00-00-01", "00000000fe8000000000000002005e1000000001"),
+    ("0000.0000.fe80.0000.0000.0000.0200.5e10.0000.0001", "00000000fe8000000000000002005e1000000001"),
+    ("ab:cd:ef:AB:CD:EF", "abcdefabcdef"), ("ab:cd:ef:AB:CD:EF:ab:cd", "abcdefabcdefabcd"),
+    ("ab:cd:ef:AB:CD:EF:ab:cd:ef:AB:CD:EF:ab:cd:ef:AB:CD:EF:ab:cd", "abcdefabcdefabcdefabcdefabcdefabcdefabcd"),
+    ("01.02.03.04.05.06", None), ("01:02:03:04:05:06:", None), ("x1:02:03:04:05:06", None),
+    ("01002:03:04:05:06", None), ("01:02003:04:05:06", None), ("01:02:03004:05:06", None),
+    ("01:02:03:04005:06", None), ("01:02:03:04:05006", None), ("01-02:03:04:05:06", None),
+    ("01:02-03-04-05-06", None), ("0123:4567:89AF", None), ("0123-4567-89AF", None),
+]
+
+
+@pytest.mark.parametrize("text, octets", GO_PARSE_MAC_TESTS)
+def test_parse_mac_is_gos_net_parsemac(text, octets):
+    assert g.parse_mac(text) == (bytes.fromhex(octets) if octets else None)
+
+
+@pytest.mark.parametrize("text, octets", GO_PARSE_MAC_TESTS)
+def test_parse_go_guid_accepts_only_gos_8_octet_forms(text, octets):
+    if octets is not None and len(octets) == 16:
+        assert g.parse_go_guid(text) == int(octets, 16)
+    else:
+        with pytest.raises(ParseError, match="not a GUID sriov-network-operator accepts"):
+            g.parse_go_guid(text)
+
+
+@pytest.mark.parametrize("text", ["2:0:0:0:0:0:0:1", "02aa:bbcc:ddee:ff00", "0x02aabbccddeeff00", "02aabbccddeeff00",
+                                  " 02:00:00:00:00:00:00:01", "02:00:00:00:00:00:00:0１", "02:00:00:00:00:00:00:01\n"])
+def test_spellings_the_lenient_parser_takes_but_the_operator_refuses(text):
+    with pytest.raises(ParseError):
+        g.parse_go_guid(text)
+
+
+def test_real_operator_unit_test_file_and_documentation_example():
+    from unit.plugins.modules.realworld_trees import corpus
+    entries = g.parse_pool(corpus("sriov-network-operator/unit-test/etc/sriov-operator/infiniband/guids"))
+    assert g.pool_guids(g.pool_entry_for(entries, "0000:d8:00.0", []), 1) == [0x0001020304050607]
+    with pytest.raises(ParseError) as info:
+        g.parse_pool(corpus("sriov-network-operator/doc-example/etc/sriov-operator/infiniband/guids"))
+    assert "entry 0 has neither pciAddress nor pfGuid" in info.value.msg and "write 'pciAddress'" in info.value.msg
+
+
+def test_json_decoding_as_go_case_insensitive_last_wins_nulls_unknown_keys():
+    text = ('[{"PCIADDRESS": "0000:18:00.0", "comment": {"any": [1]}, "Guids": null, '
+            '"guids": ["02:00:00:00:00:00:00:01"], "pfGuid": null}, null]')
+    with pytest.raises(ParseError, match="entry 1 has neither pciAddress nor pfGuid"):
+        g.parse_pool(text)  # a null element decodes to an empty entry, which the operator refuses
+    [entry] = g.parse_pool(text.replace(", null]", "]"))
+    assert entry["pci_address"] == "0000:18:00.0" and entry["ignored"] == ["comment"]
+    # Go's EqualFold also folds the Kelvin sign into k and the long s into s
+    assert g.parse_pool('[{"pciAddre\u017fs": "x", "guid\u017f": ["02:00:00:00:00:00:00:01"]}]')[0]["pci_address"] == "x"
+    # the later entry for a PF replaces the earlier one (a map by PCI address), whatever the docs say
+    two = json.dumps([{"pciAddress": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:01"]},
+                      {"pciAddress": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:02"]}])
+    assert g.pool_guids(g.pool_entry_for(g.parse_pool(two), "0000:18:00.0", []), 1) == [0x0200000000000002]
+    for bad in ('{"pciAddress": "x"}', '[1]', '[{"guids": "02:00:00:00:00:00:00:01", "pciAddress": "x"}]', "",
+                '[NaN]', '[{"pciAddress": "x", "guidsRange": []}]'):
+        with pytest.raises(ParseError):
+            g.parse_pool(bad)
+    assert g.parse_pool("null") == []
+
+
+def test_render_pool_keeps_others_in_place_writes_ours_last_and_refuses_what_the_operator_refuses():
+    other = {"pfGuid": IPOIB_ADDRESS, "guidsRange": {"start": "02:00:00:00:00:aa:00:02", "end": "02:00:00:00:00:aa:00:0a"}}
+    text = json.dumps([{"pciAddress": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:07"]}, other])
+    new = g.render_pool(text, "0000:18:00.0", [1])
+    assert json.loads(new) == [other, {"pciAddress": "0000:18:00.0", "guids": ["00:00:00:00:00:00:00:01"]}]
+    with pytest.raises(ParseError, match="matches no network interface"):
+        g.render_pool(text, "0000:18:00.0", [1], links=[])
+    with pytest.raises(ParseError, match="entry 0 has neither pciAddress nor pfGuid"):
+        g.render_pool('[{"pci_address": "0000:19:00.0", "guids": ["02:00:00:00:00:00:00:01"]}]', "0000:18:00.0", [1])
+    with pytest.raises(ParseError, match="spells one key twice"):
+        g.render_pool('[{"pciAddress": "a", "PCIAddress": "b", "guids": ["02:00:00:00:00:00:00:01"]}]', "0000:18:00.0", [1])
+    # no VFs: our entry goes (the operator refuses one without GUIDs), and no file is left for nothing
+    assert g.render_pool(new, "0000:18:00.0", []) == json.dumps([other], indent=2) + "\n"
+    assert g.render_pool(json.dumps([{"pciAddress": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:07"]}]),
+                         "0000:18:00.0", []) is None

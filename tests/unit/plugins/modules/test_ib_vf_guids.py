@@ -114,13 +114,19 @@ def test_list_scheme_and_prefix(monkeypatch, dgx):
 def test_operator_pool_file_read_and_export(monkeypatch, dgx):
     (dgx.etc / "sriov-operator/infiniband").mkdir(parents=True)
     pool = dgx.etc / POOL
-    pool.write_text(json.dumps([{"pfGuid": "a0:88:c2:03:00:55:1e:20",
+    # the operator resolves pfGuid by comparing it with each link's hardware address: the IPoIB netdev's 20 octets
+    address = (dgx.root / "sys/class/net/ibp24s0/address").read_text().strip()
+    pool.write_text(json.dumps([{"pfGuid": address,
                                  "guidsRange": {"start": "06:00:00:00:00:aa:00:00", "end": "06:00:00:00:00:aa:00:0f"}}]))
     result = run(monkeypatch, dgx, netdev="ibp24s0", scheme="pool_file")
     assert [row["guid"] for row in result["guids"]] == ["06:00:00:00:00:aa:00:00", "06:00:00:00:00:aa:00:01"]
+    # the PF's 8-octet node GUID is no link's address: the operator refuses the whole file
+    pool.write_text(json.dumps([{"pfGuid": "a0:88:c2:03:00:55:1e:20", "guids": ["06:00:00:00:00:00:00:01"]}]))
+    failure = run(monkeypatch, dgx, netdev="ibp24s0", scheme="pool_file", expect=ModuleFail)
+    assert "matches no network interface's hardware address" in failure["msg"]
     pool.write_text(json.dumps([{"pci_address": IB_PF, "guids": ["06:00:00:00:00:00:00:01"]}]))
     failure = run(monkeypatch, dgx, netdev="ibp24s0", scheme="pool_file", expect=ModuleFail)
-    assert "'pci_address', which sriov-network-operator's code does not read" in failure["msg"]
+    assert "'pci_address', which the operator's code does not read" in failure["msg"]
 
     pool.unlink()
     exported = run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True)
