@@ -227,10 +227,14 @@ def ofed_facts(host, modules=None, problems=None):
             problems.append({"path": path, "error": exc.msg})
             continue
         if text is not None:
-            ofed = version_from_script(text)
             source = path
-            if ofed is None:
-                problems.append({"path": path, "error": "no `-s` version line in the ofed_info script"})
+            try:
+                ofed = version_from_script(text)
+            except ParseError as exc:  # an `-s` branch whose version does not parse (a damaged script)
+                problems.append({"path": path, "error": exc.msg})
+            else:
+                if ofed is None:
+                    problems.append({"path": path, "error": "no `-s` version line in the ofed_info script"})
             break
     kernel = host.try_attr("/proc/sys/kernel/osrelease", None, problems)
     loaded = {}

@@ -18,7 +18,8 @@ ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 _RESULT_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(?P<unit>Gb/sec|MB/sec|MiB/sec)\]\s+"
                             r"BW average\[(?P=unit)\]\s+MsgRate\[Mpps\]")
 _NUMBER = r"[-+]?\d+(?:\.\d+)?"
-_RESULT_LINE = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>%s)\s+(?P<avg>%s)\s+(?P<rate>%s)\s*$"
+# (counts of more than 20 digits are no result row: int() refuses more than 4,300)
+_RESULT_LINE = re.compile(r"^\s*(?P<bytes>\d{1,20})\s+(?P<iters>\d{1,20})\s+(?P<peak>%s)\s+(?P<avg>%s)\s+(?P<rate>%s)\s*$"
                           % (_NUMBER, _NUMBER, _NUMBER))
 _UNSTABLE = re.compile(r"^\s*Correlation coefficient r\^2:\s*(%s)\s*<" % _NUMBER)
 _HEADER_KEY = re.compile(r"[A-Za-z][A-Za-z .*_/-]*\Z")
@@ -190,7 +191,7 @@ _NON_BLANKS = re.compile(r"\S*")
 # it goes over PCIe on a C2C platform (2.26+), "/Shared" for shared buffers (2.12+) (src/transport/net.cc)
 _GDRDMA = re.compile(r"/GDRDMA(\(PCI\))?(/Shared)?$")
 _NCCL_BUSBW = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<bw>%s)" % _NUMBER)
-_NCCL_NRANKS = re.compile(r"NCCL INFO comm \S+ rank \d+ nranks (?P<n>\d+)\b")
+_NCCL_NRANKS = re.compile(r"NCCL INFO comm \S+ rank \d+ nranks (?P<n>\d{1,9})\b")
 _NCCL_WARN = re.compile(r"NCCL WARN (?P<msg>.*)$")
 
 

@@ -2,7 +2,7 @@
 
 ``ci`` (the default): derandomized (the same examples on every run and machine), a small number of examples per
 property so that the whole directory runs in well under a minute with ``pytest -n 2``; ``long``: at least 10,000
-examples per property (``HYPOTHESIS_PROFILE=long``, what ``scripts/fuzz`` runs).  Neither writes an example
+examples per property (``HYPOTHESIS_PROFILE=long``, what ``scripts/fuzz`` runs; ``FUZZ_EXAMPLES`` changes the count).  Neither writes an example
 database into the repository (``database=None``); no deadline (this machine may share its two cores with CI).
 
 A property may scale its count with :func:`unit.fuzz.strategies.examples` (a share of the profile's count, for the
@@ -24,7 +24,7 @@ _COMMON = {
 }
 settings.register_profile("ci", derandomize=True, max_examples=40, **_COMMON)
 # a failing long run still shrinks; "explain" only adds minutes to a failure report
-settings.register_profile("long", derandomize=False, max_examples=10_000,
+settings.register_profile("long", derandomize=False, max_examples=int(os.environ.get("FUZZ_EXAMPLES", "10000")),
                           phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink], **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -99,10 +99,10 @@ def test_validate_typed(want, current, version, cpus_online, numa_nodes):
     typed_only(kub.key_changes, current, want)
 
 
+FLAG_NAMES = ["--" + f for f in list(kub.FLAG_FIELDS)[:8]] + [
+    "--config", "--v", "--x", "-v", "--", "--feature-gates", "--reserved-memory", "--eviction-hard", "--kube-reserved"]
 FLAG_WORD = st.one_of(
-    st.tuples(st.sampled_from(["--" + f for f in list(kub.FLAG_FIELDS)[:8]] + ["--config", "--v", "--x", "-v", "--",
-                                                                              "--feature-gates", "--reserved-memory",
-                                                                              "--eviction-hard", "--kube-reserved"]),
+    st.tuples(st.sampled_from(FLAG_NAMES),
               st.sampled_from(["=", " "]),
               st.one_of(st.sampled_from(["static", "0-3", "a=b", "a=b,c=d", "memory.available<100Mi",
                                          "TopologyManagerPolicyAlphaOptions=true", "X=maybe", "0:memory=1Gi",
@@ -197,9 +197,11 @@ def test_replace_top_level_keeps_other_lines(text, key, block):
 LAYER_SETTINGS = st.dictionaries(st.sampled_from(list(kub.RELEVANT_KEYS)), JSON_VALUE, max_size=4)
 
 
-@given(st.lists(st.tuples(st.sampled_from(["config", "dropin", "dropin"]), st.sampled_from(["10-a.conf", "50-b.conf",
-                                                                                          "99-z.conf"]),
-                          LAYER_SETTINGS, st.booleans()), max_size=4),
+RAW_LAYER = st.tuples(st.sampled_from(["config", "dropin", "dropin"]), st.sampled_from(["10-a.conf", "50-b.conf", "99-z.conf"]),
+                      LAYER_SETTINGS, st.booleans())
+
+
+@given(st.lists(RAW_LAYER, max_size=4),
        COMMAND, WANT, st.sampled_from(["fail", "ignore", "override"]), st.booleans())
 def test_plan_typed(raw_layers, words, want, on_conflict, dropin_mode):
     layers = [{"kind": kind, "path": "/etc/kubernetes/kubelet.conf.d/" + name if kind == "dropin" else "/c",

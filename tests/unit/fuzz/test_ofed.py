@@ -76,8 +76,8 @@ STANZA_LINE = st.one_of(
 )
 
 
-@given(node_text(STANZA_LINE, ("Package: doca-ofed\n", "\n\n", ":")), st.one_of(st.just(_ofed.DOCA_PACKAGES),
-                                                                               st.lists(odd_text(3), max_size=2)))
+@given(node_text(STANZA_LINE, ("Package: doca-ofed\n", "\n\n", ":")),
+       st.one_of(st.just(_ofed.DOCA_PACKAGES), st.lists(odd_text(3), max_size=2)))
 def test_dpkg_status_never_raises(text, names):
     for name, info in typed_only(_ofed.dpkg_packages, text, names).items():
         assert name in names and info["state"] != "not-installed"

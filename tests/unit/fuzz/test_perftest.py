@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _perftest as pt
-from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, huge, long_line, node_text, odd_text, typed_only
+from unit.fuzz.strategies import HUGE_NUMBERS, huge, long_line, node_text, odd_text, typed_only
 
 NUM = st.one_of(st.integers(0, 10 ** 6).map(str), st.floats(allow_nan=False, allow_infinity=False, min_value=0).map(
     lambda f: "%.2f" % f), st.sampled_from(list(HUGE_NUMBERS) + ["\u0663", "-1", "+2.5"]))

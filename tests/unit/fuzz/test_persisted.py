@@ -20,9 +20,9 @@ BLS_LINE = st.one_of(
 GRUBENV_LINE = st.one_of(st.tuples(st.sampled_from(["kernelopts", "tuned_params", "saved_entry", "#", ""]),
                                    st.sampled_from(["=", "==", ""]), CMDLINE).map("".join), st.just("#" * 64))
 SYSCTL_LINE = st.one_of(
-    st.tuples(st.sampled_from(["", "-", " - "]), st.sampled_from(["net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.*.rp_filter",
-                                                                 "net/ipv4/conf/eth0.100/arp_announce", "net.ipv4.conf.ib[0-9].rp_filter",
-                                                                 "net.ipv4.conf.[.rp_filter", "kernel.x", ""]),
+    st.tuples(st.sampled_from(["", "-", " - "]),
+              st.sampled_from(["net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.*.rp_filter", "net/ipv4/conf/eth0.100/arp_announce",
+                               "net.ipv4.conf.ib[0-9].rp_filter", "net.ipv4.conf.[.rp_filter", "kernel.x", ""]),
               st.sampled_from([" = ", "=", " =\t"]),
               st.one_of(st.integers(-5, 10).map(str), st.sampled_from(list(HUGE_NUMBERS) + ["\u0663", "1 2", ""]))).map("".join),
     st.sampled_from(["# c", "; c", "", "garbage"]))

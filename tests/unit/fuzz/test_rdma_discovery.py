@@ -30,8 +30,8 @@ LINK = st.one_of(st.fixed_dictionaries({"ifname": st.one_of(st.sampled_from(["ib
 IP_JSON = st.one_of(st.lists(LINK, max_size=3).map(json.dumps), mutated(st.lists(LINK, max_size=2).map(json.dumps)),
                     nested("[", "]"), byte_soup(), st.just("[]"), st.just('[{"vfinfo_list": [{"vf": 0}]}]'))
 VF_LINE = st.one_of(
-    st.tuples(st.sampled_from(["    vf ", "vf ", "  vf x"]), st.one_of(st.integers(0, 99).map(str), st.sampled_from(
-        ["\u0663", "1" * 5000])),
+    st.tuples(st.sampled_from(["    vf ", "vf ", "  vf x"]),
+              st.one_of(st.integers(0, 99).map(str), st.sampled_from(["\u0663", "1" * 5000])),
               st.sampled_from(["     link/ether 02:00:00:00:00:01 brd ff:ff:ff:ff:ff:ff", " MAC 02:00:00:00:00:01", "", " "]),
               st.lists(st.sampled_from([", vlan 5", ", qos 2", ", vlan x", ", spoof checking on", ", trust off",
                                         ", link-state auto", ", NODE_GUID 02:00:00:00:00:00:00:01", ", PORT_GUID zz",
@@ -95,6 +95,13 @@ BDF = st.sampled_from(["0000:3b:00.0", "0000:3b:00.1", "0000:af:00.0"])
 PORT = st.sampled_from(["1", "2", "\u00b2", "x"])
 
 
+NODE_FILES = ["/sys/devices/system/node/online", "/sys/devices/system/node/has_cpu",
+              "/sys/module/ib_core/parameters/netns_mode", "/proc/cmdline", "/proc/modules", "/proc/cpuinfo",
+              "/proc/123/comm", "/proc/sys/net/ipv4/conf/all/rp_filter", "/sys/fs/cgroup/cgroup.controllers",
+              "/sys/fs/cgroup/cgroup.subtree_control", "/sys/fs/cgroup/a/rdma.max", "/sys/fs/cgroup/a/cgroup.subtree_control",
+              "/sys/fs/cgroup/a/b/rdma.max"]
+
+
 @st.composite
 def sysfs(draw):
     """A node tree: PCI functions under one host bridge with random attributes, RDMA devices pointing at them
@@ -126,13 +133,7 @@ def sysfs(draw):
             for attr in draw(st.lists(st.sampled_from(["link_layer", "state", "phys_state", "rate", "gids/0",
                                                        "gid_attrs/ndevs/0"]), max_size=6, unique=True)):
                 files["%s/ports/%s/%s" % (ib, port, attr)] = draw(ATTR)
-    for path in draw(st.lists(st.sampled_from(["/sys/devices/system/node/online", "/sys/devices/system/node/has_cpu",
-                                                "/sys/module/ib_core/parameters/netns_mode", "/proc/cmdline",
-                                                "/proc/modules", "/proc/cpuinfo", "/proc/123/comm",
-                                                "/proc/sys/net/ipv4/conf/all/rp_filter", "/sys/fs/cgroup/cgroup.controllers",
-                                                "/sys/fs/cgroup/cgroup.subtree_control", "/sys/fs/cgroup/a/rdma.max",
-                                                "/sys/fs/cgroup/a/cgroup.subtree_control", "/sys/fs/cgroup/a/b/rdma.max"]),
-                              max_size=8, unique=True)):
+    for path in draw(st.lists(st.sampled_from(NODE_FILES), max_size=8, unique=True)):
         files[path] = draw(st.one_of(ATTR, st.sampled_from(["rdma", "rdma cpu", "k8s-rdma-shared", "vendor_id : GenuineIntel"]),
                                      node_text(RDMA_MAX)))
     return files, links
@@ -148,8 +149,8 @@ def test_gather_never_fails(tree):
 
 
 @huge()
-@given(st.one_of(long_line(("vf 1 ", ", ", "vlan 1", " "), 20_000, 200_000), long_line(("mlx5_0 ", "hca_handle=1 "),
-                                                                                          20_000, 200_000)))
+@given(st.one_of(long_line(("vf 1 ", ", ", "vlan 1", " "), 20_000, 200_000),
+                 long_line(("mlx5_0 ", "hca_handle=1 "), 20_000, 200_000)))
 def test_huge_output(text):
     typed_only(_sriov.parse_ip_vfs_text, text)
     try:

@@ -244,3 +244,14 @@ def test_version_key_of_a_number_int_refuses():
     """Found by the fuzz suite: a 5,000-digit build number raised ValueError (int max str digits), not InputError."""
     with pytest.raises(InputError, match="a number is too long"):
         _ofed.version_key("24.10-" + "1" * 5000)
+
+
+def test_ofed_info_script_whose_version_does_not_parse_is_a_problem(tmp_path):
+    """Found by the fuzz suite: version_from_script's ParseError (an `-s` line such as MLNX_OFED_LINUX-24.10-1.²:)
+    escaped ofed_facts, which never fails."""
+    (tmp_path / "usr/bin").mkdir(parents=True)
+    (tmp_path / "usr/bin/ofed_info").write_text('if [ "X$1" == "X-s" ]; then echo MLNX_OFED_LINUX-24.10-1.\u00b2:; fi\n')
+    problems = []
+    facts = _ofed.ofed_facts(HostRoot(str(tmp_path)), problems=problems)
+    assert facts["installed"] is False and facts["source"] is None
+    assert [p["path"] for p in problems if "unexpected ofed_info output" in p["error"]] == ["/usr/bin/ofed_info"]

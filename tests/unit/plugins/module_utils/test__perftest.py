@@ -187,3 +187,11 @@ def test_ipv4_of_a_gid_with_an_oversize_group():
     """A 5,000-digit hex group made "%d" raise ValueError (int max str digits); the kernel prints 4 digits."""
     assert _perftest.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:" + "f" * 5000 + ":0001") is None
     assert _perftest.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:0a00:0001") == "10.0.0.1"
+
+
+def test_counts_int_refuses_are_no_result_and_no_nranks():
+    """5,000-digit byte counts and nranks raised ValueError (int max str digits)."""
+    out = _perftest.parse_perftest(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+                                   " 65536  " + "1" * 5000 + "  1.0  1.0  0.5\n")
+    assert out["bytes"] is None and out["avg_gbps"] is None
+    assert _perftest.parse_nccl("NCCL INFO comm 0x5 rank 0 nranks " + "1" * 5000)["nranks"] is None
