@@ -369,7 +369,14 @@ ansible_facts:
             - C(netns_mode) has the C(ib_core netns_mode) of modprobe.d (C(modprobe), C(modprobe_file)), of the boot
               command line (C(cmdline)) and the one that wins (C(effective)), as V(shared), V(exclusive) or V(null).
             - C(sysctl) has, per interface (C(all), C(default) and each RDMA netdev), the C(arp_ignore),
-              C(arp_announce) and C(rp_filter) that systemd-sysctl would apply at boot, with the file that sets it.
+              C(arp_announce) and C(rp_filter) that systemd-sysctl would apply at boot, with the file that sets it
+              (explicit keys beat globs, C(-key) lines exclude, C(/etc/sysctl.conf) only through a sysctl.d link).
+            - C(sysctl_files) has every file systemd-sysctl reads at boot, in its order (C(files): C(path), C(link) target
+              when a symlink, C(entries) as C([key, value, line]) with normalized keys, value V(null) for a C(-key)
+              exclusion), and C(/etc/sysctl.conf) (C(conf)), which C(sysctl --system) reads last; the audit judges
+              overrides of the role's file from them.
+            - C(modprobe) has every modprobe.d file kmod reads, in its order, with its C(options), C(blacklist) and
+              C(install) lines for ib_core and nvidia_peermem (C(directives) as C([line, command, module, rest])).
             - C(modules_load) lists the modules loaded at boot by modules-load.d and C(/etc/modules).
             - C(sriov) summarizes the sriov role's boot state file (PFs and VF counts), V(null) when absent.
           returned: always
@@ -379,6 +386,10 @@ ansible_facts:
                    "netns_mode": {"modprobe": "exclusive", "modprobe_file": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf",
                                   "cmdline": null, "effective": "exclusive"},
                    "sysctl": {"all": {"arp_ignore": {"value": 1, "file": "/etc/sysctl.d/90-rdma-k8s-node.conf"}}},
+                   "sysctl_files": {"files": [{"path": "/etc/sysctl.d/90-rdma-k8s-node.conf", "link": null,
+                                               "entries": [["net/ipv4/conf/all/arp_ignore", "1", 2]]}], "conf": null},
+                   "modprobe": [{"path": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf",
+                                 "directives": [[3, "options", "ib_core", "netns_mode=0"]]}],
                    "modules_load": ["nvidia_peermem"], "sriov": null, "problems": []}
         drivers:
           description:
@@ -394,7 +405,8 @@ ansible_facts:
             - C(gpudirect) - C(active) GPUDirect RDMA path (V(peermem) when nvidia_peermem is loaded, else V(dmabuf)
               when the open GPU kernel modules run on Linux 5.12 or later, else V(none)), C(peermem_loaded),
               C(peermem_persisted) (named in a modules-load.d file), C(dmabuf_capable), C(dmabuf_reason),
-              C(nvidia_driver) (C(version), C(open)), C(kernel_release).
+              C(nvidia_driver) (C(version), C(open)), C(kernel_release), C(openibd) (installed) and
+              C(openibd_dropins) (its drop-ins in systemd's order with their C([Service] ExecStartPost=) lines).
             - C(problems) lists what could not be read.
           returned: always
           type: dict
@@ -411,7 +423,7 @@ ansible_facts:
                    "gpudirect": {"active": "peermem", "peermem_loaded": true, "peermem_persisted": true,
                                  "dmabuf_capable": false, "dmabuf_reason": "the NVIDIA driver 550.127.05 is the ...",
                                  "nvidia_driver": {"version": "550.127.05", "open": false},
-                                 "kernel_release": "6.1.0-28-amd64"},
+                                 "kernel_release": "6.1.0-28-amd64", "openibd": true, "openibd_dropins": []},
                    "problems": []}
         problems:
           description: Files that exist but could not be read or parsed.
