@@ -143,7 +143,6 @@ def normalize_key(key):
     return "/".join(parts) or ("/" if key.startswith("/") else "")
 
 
-
 def is_glob(key):
     """systemd's ``string_is_glob()``."""
     return any(char in key for char in _GLOB_CHARS)

@@ -46,8 +46,8 @@ options:
         collection's C(docs/sriov.md) for the collision argument.
       - V(list) takes VF i's GUID from O(guids).
       - V(pool_file) reads sriov-network-operator's pool file O(pool_file) (keys C(pciAddress)/C(pfGuid) and
-        C(guids)/C(guidsRange) C({start, end}), as the operator's code reads them: a C(pfGuid) is the PF netdev's
-        hardware address as Linux prints it, 20 octets for IPoIB; the last entry for a PF wins).
+        C(guids)/C(guidsRange) C({start, end}), as the operator's code reads them; a C(pfGuid) is the PF netdev's
+        hardware address as Linux prints it, 20 octets for IPoIB, and the last entry for a PF wins).
     type: str
     choices: [pf_guid, list, pool_file]
     default: pf_guid

@@ -371,10 +371,10 @@ ansible_facts:
             - C(sysctl) has, per interface (C(all), C(default) and each RDMA netdev), the C(arp_ignore),
               C(arp_announce) and C(rp_filter) that systemd-sysctl would apply at boot, with the file that sets it
               (explicit keys beat globs, C(-key) lines exclude, C(/etc/sysctl.conf) only through a sysctl.d link).
-            - C(sysctl_files) has every file systemd-sysctl reads at boot, in its order (C(files): C(path), C(link) target
-              when a symlink, C(entries) as C([key, value, line]) with normalized keys, value V(null) for a C(-key)
-              exclusion), and C(/etc/sysctl.conf) (C(conf)), which C(sysctl --system) reads last; the audit judges
-              overrides of the role's file from them.
+            - C(sysctl_files) has every file systemd-sysctl reads at boot, in its order (C(files), each with C(path), the
+              C(link) target when a symlink, C(entries) as C([key, value, line]) with normalized keys, value V(null)
+              for a C(-key) exclusion), and C(/etc/sysctl.conf) (C(conf)), which C(sysctl --system) reads last; the
+              audit judges overrides of the role's file from them.
             - C(modprobe) has every modprobe.d file kmod reads, in its order, with its C(options), C(blacklist) and
               C(install) lines for ib_core and nvidia_peermem (C(directives) as C([line, command, module, rest])).
             - C(modules_load) lists the modules loaded at boot by modules-load.d and C(/etc/modules).

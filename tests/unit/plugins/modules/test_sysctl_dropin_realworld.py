@@ -41,8 +41,8 @@ def snapshot(root):
     (EKS_AL2023_SYSCTL, {}),
     (UBUNTU_CLOUDIMG_SYSCTL, {}),
     # Azure HPC images append their tuning to the distribution's /etc/sysctl.conf
-    (dict(DEBIAN12_SYSCTL, **{"/etc/sysctl.conf": corpus("debian12/etc/sysctl.conf")
-                             + corpus("azhpc-images/etc/sysctl.conf.appended")}), DEBIAN12_LINKS),
+    (dict(DEBIAN12_SYSCTL, **{"/etc/sysctl.conf": (corpus("debian12/etc/sysctl.conf")
+                                                   + corpus("azhpc-images/etc/sysctl.conf.appended"))}), DEBIAN12_LINKS),
 ], ids=["debian12", "eks-al2023", "ubuntu-cloudimg", "azhpc"])
 def test_stock_nodes_check_apply_idempotent_and_others_untouched(monkeypatch, tmp_path, files, links):
     root = build(tmp_path, files, links)
