@@ -179,7 +179,10 @@ def plan(current, present=None, absent=None):
     present, absent = validate_request(present, absent)
     wanted = {}
     for arg in present:
-        wanted.setdefault(key_of(arg), []).append(arg)
+        # a-b and a_b (or iommu=pt twice) are one argument: kept once, else every run would swap the two spellings
+        wants = wanted.setdefault(key_of(arg), [])
+        if not any(same_arg(arg, want) for want in wants):
+            wants.append(arg)
 
     new_args = []
     placed = set()

@@ -71,18 +71,18 @@ def typed_only(func, *args, **kwargs):
             return exc
 
 
-def byte_soup(max_size=300):
+def byte_soup(max_size=200):
     """Arbitrary bytes as a node read would decode them: UTF-8 with surrogateescape (invalid bytes kept)."""
     return st.binary(max_size=max_size).map(lambda raw: raw.decode("utf-8", "surrogateescape"))
 
 
-def odd_text(max_size=60):
+def odd_text(max_size=30):
     """Short runs of the characters parsers trip on, with arbitrary text (all of Unicode, surrogates included)."""
     return st.lists(st.one_of(st.sampled_from(ODD_CHARS), st.sampled_from(HUGE_NUMBERS), st.text(max_size=8)),
                     max_size=max_size).map("".join)
 
 
-def long_line(pieces, low=200, high=4_000):
+def long_line(pieces, low=200, high=1_500):
     """One piece repeated into a very long line (what makes a backtracking regex quadratic)."""
     return st.tuples(st.sampled_from(list(pieces)), st.sampled_from(list(pieces)), st.integers(low, high)).map(
         lambda t: t[0] + t[1] * max(1, t[2] // max(1, len(t[1]))) + t[0])
@@ -114,12 +114,12 @@ def mutated(draw, base):
     return text
 
 
-def lines_of(line, max_lines=12, sep=st.sampled_from(("\n", "\n", "\n", "\r\n", "\r", "\x0b", "\x1c", "\u2028"))):
+def lines_of(line, max_lines=8, sep=st.sampled_from(("\n", "\n", "\n", "\r\n", "\r", "\x0b", "\x1c", "\u2028"))):
     """Several lines from the ``line`` strategy, joined with (mostly) newlines."""
     return st.lists(st.tuples(line, sep), max_size=max_lines).map(lambda items: "".join(a + b for a, b in items))
 
 
-def node_text(grammar, pieces=(), max_lines=12):
+def node_text(grammar, pieces=(), max_lines=8):
     """Text a node might hold: grammar lines, mutated grammar, hostile text, very long lines of the grammar's pieces.
 
     ``grammar``: a strategy for one valid-ish line; ``pieces``: short tokens of the format (for long lines).

@@ -137,7 +137,7 @@ DOCUMENT = st.one_of(
     CONFIG.map(json.dumps), CONFIG.map(lambda d: json.dumps(d, indent=2)), CONFIG.map(lambda d: json.dumps(d, indent="\t")),
     mutated(CONFIG.map(lambda d: json.dumps(d, indent=2))),
     CONFIG.map(lambda d: "# Managed by rdma.k8s_node.kubelet_topology\n" + json.dumps(d)),
-    nested("[", "]", prefix="{\"a\": ", suffix="}", high=3000), nested("a:\n" + " ", prefix="x: ", high=200),
+    nested("[", "]", prefix="{\"a\": ", suffix="}", high=300), nested("a:\n" + " ", prefix="x: ", high=200),
     nested("- ", prefix="a:\n", high=300), nested("{a: ", "}", prefix="x: ", high=300),
     st.just('a: &a ["lol","lol"]\nb: &b [*a,*a]\nc: &c [*b,*b]\n'), st.just('{"a": 1, "a": 2}'), st.just('{"a": NaN}'),
     st.just("{" + '"a": ' * 1 + "1" * 5000 + "}"),

@@ -58,7 +58,7 @@ LINE = st.one_of(
 )
 PIECES = ("[", "]", "{", "}", "a = ", '"', "'", '"""', "'''", "\\\n", "#", ",", "[[", "1979-05-27 ", "1_", "\\u")
 TEXT = st.one_of(
-    node_text(LINE, PIECES, max_lines=16),
+    node_text(LINE, PIECES, max_lines=10),
     nested("[", "]", prefix="a = ", high=150),
     nested("{b = ", "}", prefix="a = ", suffix="1", high=150),
     nested("[[", "]]", prefix="a = ", high=150),
@@ -75,7 +75,7 @@ HUGE = st.one_of(
     long_line(("a", "1", "_", " ", "\\t", "\\\\", "é"), 10_000, 200_000).map(lambda s: 'a = "%s"' % s),
     long_line(PIECES, 10_000, 200_000),
 )
-DOC = st.one_of(node_text(LINE, PIECES, max_lines=16), st.lists(LINE, max_size=16).map("\n".join))
+DOC = st.one_of(node_text(LINE, PIECES, max_lines=10), st.lists(LINE, max_size=10).map("\n".join))
 
 
 def comparable(value):

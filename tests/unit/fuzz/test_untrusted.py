@@ -22,8 +22,10 @@ YAML_LINE = st.one_of(
                         st.sampled_from(list(HUGE_NUMBERS)), odd_text(3))).map("".join),
     st.sampled_from(["---", "...", "%YAML 1.1", "%TAG ! tag:x,2000:", "# c"]))
 YAML = st.one_of(node_text(YAML_LINE, (": ", "- ", "[", "{", "&a ", "*a ")), st.just(LAUGHS),
-                 nested("[", "]", high=3000), nested("{a: ", "}", high=3000), nested("- ", prefix="x:\n", high=500),
-                 nested("a:\n  ", high=300), mutated(st.just(LAUGHS)))
+                 nested("[", "]", high=200), nested("{a: ", "}", high=200), nested("- ", prefix="x:\n", high=100),
+                 nested("a:\n  ", high=100), mutated(st.just(LAUGHS)))
+DEEP_YAML = st.one_of(nested("[", "]", high=3000), nested("{a: ", "}", high=3000), nested("- ", prefix="x:\n", high=500),
+                      nested("a:\n  ", high=300))
 JSON = st.one_of(
     st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5)),
                  lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
@@ -60,7 +62,7 @@ def test_load_json_typed(text):
 
 
 @huge()
-@given(st.one_of(long_line(("a: ", "- ", "[", "{", " ", "&a ", "*a ", "'", '"', "#", "\n"), 20_000, 200_000),
+@given(st.one_of(long_line(("a: ", "- ", "[", "{", " ", "&a ", "*a ", "'", '"', "#", "\n"), 20_000, 200_000), DEEP_YAML,
                  st.integers(1, 3).map(lambda n: "a" * (_untrusted.MAX_BYTES + n))))  # refused before parsing
 def test_huge_documents(text):
     typed_only(_untrusted.load_yaml, text, "/c", yaml)

@@ -148,3 +148,12 @@ def test_iommu_vendor_arg(vendor, arg):
 def test_arguments_the_kernel_would_hand_to_init_are_refused(arg):
     with pytest.raises(InputError, match="'--'"):
         cl.validate_arg(arg)
+
+
+def test_one_argument_asked_for_in_two_spellings_is_added_once():
+    """Found by the fuzz suite: present=[a-b, a_b] added both, and every later run removed one spelling and added the
+    other (the same kernel argument: never a no-op)."""
+    new_args, changes = cl.plan([], ["ib-core.netns-mode=0", "ib_core.netns_mode=0", "iommu=pt", "iommu=pt"])
+    assert new_args == ["ib-core.netns-mode=0", "iommu=pt"]
+    assert cl.plan(new_args, ["ib-core.netns-mode=0", "ib_core.netns_mode=0", "iommu=pt", "iommu=pt"]) == (new_args, [])
+    assert cl.plan(["ib_core.netns_mode=0"], ["ib-core.netns-mode=0", "ib_core.netns_mode=0"]) == (["ib_core.netns_mode=0"], [])
