@@ -34,15 +34,23 @@ class Hang(AssertionError):
     """A call ran past :data:`CALL_LIMIT`."""
 
 
-def examples(share):
-    """``share`` of the loaded profile's ``max_examples`` (at least 10): for the few properties whose example is slow."""
-    return max(10, int(settings().max_examples * share))
+def examples(share, floor=10):
+    """``share`` of the loaded profile's ``max_examples``, at least ``floor`` (and never more than the profile's)."""
+    count = settings().max_examples
+    return min(count, max(floor, int(count * share)))
 
 
 def huge():
     """Settings of a property on huge inputs (lines of 200,000 characters, 10,000-level nesting): 2 % of the
     profile's examples, as one such example costs as much as a hundred ordinary ones."""
     return settings(max_examples=examples(0.02))
+
+
+def slow():
+    """Settings of the properties whose examples cost most (rich generators, a parse and an edit and a parse
+    again): 20 % of the long profile's count (2,000), the ci profile's full count, so that the long run of the
+    whole suite stays within about 20 minutes on two cores (docs/fuzz.md)."""
+    return settings(max_examples=examples(0.2, floor=40))
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
-from unit.fuzz.strategies import byte_soup, huge, long_line, mutated, odd_text, typed_only
+from unit.fuzz.strategies import byte_soup, huge, long_line, mutated, odd_text, slow, typed_only
 
 NAME = st.one_of(st.sampled_from(["iommu", "intel_iommu", "amd_iommu", "ib_core.netns_mode", "ib-core.netns-mode",
                                   "console", "quiet", "root", "BOOT_IMAGE", "hugepages", "isolcpus", "a", "a-b", "a_b"]),
@@ -54,6 +54,7 @@ def test_tokenising_never_raises_and_is_stable(cmdline):
     assert "--" not in kernel and kernel == args[:len(kernel)]
 
 
+@slow()
 @given(CMDLINE, NAME)
 def test_last_value_is_the_last_parameter_of_that_name(cmdline, name):
     found = typed_only(_cmdline.last_value, cmdline, name)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
-from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, typed_only
+from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, slow, typed_only
 from unit.fuzz.test_cmdline import PATTERN, SAFE_ARG
 
 VAR = st.sampled_from(["GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT", "GRUB_TIMEOUT", "GRUB_DEFAULT"])
@@ -28,6 +28,7 @@ LINE = st.one_of(
 TEXT = node_text(LINE, ("GRUB_CMDLINE_LINUX=", '"', "'", " ", "\\", "$"))
 
 
+@slow()
 @given(TEXT, VAR)
 def test_find_assignment_raises_only_parse_errors(text, var):
     found = typed_only(_grub.find_assignment, text, var, "/etc/default/grub")
@@ -38,6 +39,7 @@ def test_find_assignment_raises_only_parse_errors(text, var):
         assert (index is None) == (value is None)
 
 
+@slow()
 @given(TEXT, VAR, ARGS)
 def test_set_assignment_round_trips_and_keeps_other_lines(text, var, value):
     new = typed_only(_grub.set_assignment, text, var, value, "/etc/default/grub")
@@ -66,6 +68,7 @@ def test_render_dropin_never_raises(present, absent):
         assert text.startswith(_grub.DROPIN_HEADER) and text.endswith("\n")
 
 
+@slow()
 @given(st.lists(SAFE_ARG, max_size=4), st.lists(PATTERN, max_size=3), st.lists(SAFE_ARG, max_size=6),
        st.lists(SAFE_ARG, max_size=4))
 def test_dropin_removes_and_adds_in_sh(present, absent, linux, default):
@@ -88,6 +91,7 @@ def test_dropin_removes_and_adds_in_sh(present, absent, linux, default):
             assert _cmdline.key_of(arg) not in set(_cmdline.key_of(a) for a in present)
 
 
+@slow()
 @given(st.one_of(TEXT, byte_soup(), odd_text()))
 def test_evaluation_and_generated_files_never_raise(text):
     typed_only(_grub.parse_evaluation, text)
@@ -109,6 +113,7 @@ GRUB_CFG_LINE = st.one_of(
 )
 
 
+@slow()
 @given(node_text(GRUBBY_LINE, ("index=", "args=", '"')))
 def test_grubby_info_never_raises(text):
     for entry in typed_only(_grub.parse_grubby_info, text):

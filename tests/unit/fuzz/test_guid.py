@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError
-from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, mutated, nested, odd_text, typed_only
+from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, mutated, nested, odd_text, slow, typed_only
 
 GUID_INT = st.one_of(st.integers(0, 2 ** 64 - 1), st.sampled_from([0, 1, 2 ** 64 - 1, 2 ** 63, 0x0200000000000001]))
 
@@ -111,6 +111,7 @@ def test_render_pool_keeps_other_entries(text, pci, guids):
     assert typed_only(_guid.render_pool, new, pci, guids) == new
 
 
+@slow()
 @given(st.sampled_from(list(_guid.SCHEMES) + ["x", None]), st.integers(-1, 300), st.one_of(GUID_INT, st.none()),
        st.lists(st.one_of(GUID_TEXT, ANYTHING), max_size=5))
 def test_desired_guids_typed(scheme, count, pf_guid, explicit):
@@ -125,6 +126,7 @@ OBSERVED_VF = st.fixed_dictionaries(
      "node": st.one_of(st.none(), GUID_INT), "port": st.one_of(st.none(), GUID_INT)})
 
 
+@slow()
 @given(st.lists(GUID_INT, max_size=5), st.dictionaries(st.integers(0, 5), OBSERVED_VF, max_size=5),
        st.dictionaries(GUID_INT, st.text(max_size=5), max_size=3))
 def test_plan_typed_and_idempotent(desired, observed, taken):

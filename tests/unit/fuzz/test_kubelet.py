@@ -10,7 +10,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as k
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, ParseError, \
     RdmaNodeError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, huge, long_line, mutated, nested, node_text, odd_text, \
-    typed_only
+    slow, typed_only
 
 NUMBER = st.one_of(st.integers(0, 300).map(str), st.sampled_from(list(HUGE_NUMBERS) + ["\u0663", "\u00b2", "1.5", ""]))
 QUANTITY = st.one_of(
@@ -56,6 +56,7 @@ KEY = st.one_of(st.sampled_from(list(kub.RELEVANT_KEYS) + ["kind", "apiVersion",
 CONFIG = st.dictionaries(KEY, JSON_VALUE, max_size=6)
 
 
+@slow()
 @given(CONFIG, CONFIG)
 def test_merge_is_a_json_merge_patch(base, overlay):
     merged = kub.merge(base, overlay)
@@ -91,6 +92,7 @@ CURRENT = st.one_of(CONFIG, st.fixed_dictionaries({}, optional={
 }))
 
 
+@slow()
 @given(WANT, CURRENT, st.tuples(st.integers(1, 1), st.integers(10, 40), st.integers(0, 5)),
        st.lists(st.integers(0, 64), max_size=8), st.lists(st.integers(-1, 12), max_size=10))
 def test_validate_typed(want, current, version, cpus_online, numa_nodes):
@@ -112,6 +114,7 @@ FLAG_WORD = st.one_of(
 COMMAND = st.lists(FLAG_WORD, max_size=8)
 
 
+@slow()
 @given(COMMAND)
 def test_flags_typed(words):
     text = " ".join(words)
@@ -144,6 +147,7 @@ DOCUMENT = st.one_of(
 )
 
 
+@slow()
 @given(DOCUMENT)
 def test_load_document_typed(text):
     result = typed_only(kub.load_document, text, "/var/lib/kubelet/config.yaml")
@@ -158,6 +162,7 @@ UPDATES = st.dictionaries(st.sampled_from(list(kub.MANAGED_KEYS) + ["kind"]), JS
                           min_size=1, max_size=3)
 
 
+@slow()
 @given(DOCUMENT, UPDATES)
 def test_edit_document_sets_exactly_the_keys(text, updates):
     loaded = typed_only(kub.load_document, text, "/c")
@@ -181,12 +186,14 @@ def test_edit_document_sets_exactly_the_keys(text, updates):
         assert new.endswith(text[closing:])
 
 
+@slow()
 @given(st.one_of(DOCUMENT, byte_soup(), odd_text()), UPDATES)
 def test_json_editor_on_any_text_typed(text, updates):
     typed_only(kub.json_members, text, "/c")
     typed_only(kub.json_set_top_level, text, updates, "/c")
 
 
+@slow()
 @given(st.one_of(DOCUMENT, byte_soup()), st.sampled_from(list(kub.MANAGED_KEYS) + ["a.b", "(", ""]),
        st.sampled_from(["topologyManagerPolicy: none\n", "x:\n  a: 1\n", ""]))
 def test_replace_top_level_keeps_other_lines(text, key, block):
@@ -201,6 +208,7 @@ RAW_LAYER = st.tuples(st.sampled_from(["config", "dropin", "dropin"]), st.sample
                       LAYER_SETTINGS, st.booleans())
 
 
+@slow()
 @given(st.lists(RAW_LAYER, max_size=4),
        COMMAND, WANT, st.sampled_from(["fail", "ignore", "override"]), st.booleans())
 def test_plan_typed(raw_layers, words, want, on_conflict, dropin_mode):

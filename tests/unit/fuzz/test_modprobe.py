@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
-from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, typed_only
+from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, slow, typed_only
 
 MODULE = st.sampled_from(["ib_core", "ib-core", "mlx5_core", "nvidia-peermem", "x"])
 OPTION = st.one_of(st.sampled_from(["netns_mode=0", "netns_mode=1", "netns_mode", "netns_mode=", "x=y", "=1"]),
@@ -19,6 +19,7 @@ LINE = st.one_of(
 TEXT = node_text(LINE, ("options ", "\\\n", "\\", " ", "=", "#"))
 
 
+@slow()
 @given(TEXT, MODULE, st.sampled_from(["netns_mode", "x", ""]))
 def test_option_values_never_raise(text, module, param):
     lines = typed_only(_modprobe.logical_lines, text)
@@ -27,6 +28,7 @@ def test_option_values_never_raise(text, module, param):
     assert all(isinstance(v, str) for v in values)
 
 
+@slow()
 @given(st.lists(st.tuples(st.sampled_from(["/etc/modprobe.d/a.conf", "/usr/lib/modprobe.d/b.conf"]), TEXT), max_size=4),
        MODULE)
 def test_effective_option_is_the_last_value(files, module):
@@ -36,6 +38,7 @@ def test_effective_option_is_the_last_value(files, module):
     assert (value, path) == (last[-1] if last else (None, None))
 
 
+@slow()
 @given(st.dictionaries(st.sampled_from(list(_modprobe.CONFIG_DIRS) + ["/other"]),
                        st.lists(st.one_of(st.sampled_from(["a.conf", "b.conf", ".h.conf", "x.txt", "z.conf"]),
                                           odd_text(4)), max_size=5), max_size=6))

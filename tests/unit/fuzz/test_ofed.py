@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _ofed
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError, ParseError
 from unit.fuzz.strategies import HUGE_NUMBERS, FakeHost, byte_soup, huge, long_line, mutated, node_text, odd_text, \
-    typed_only
+    slow, typed_only
 
 NUM = st.one_of(st.integers(0, 99).map(str), st.sampled_from(["\u0663", "\u00b2", "1" * 5000, "007", ""]))
 RELEASE = st.tuples(NUM, NUM).map(".".join)
@@ -25,6 +25,7 @@ SCRIPT = st.one_of(
 )
 
 
+@slow()
 @given(st.one_of(LABEL, SCRIPT, byte_soup(), st.none()))
 def test_ofed_info_typed(text):
     info = typed_only(_ofed.parse_ofed_info, text)
@@ -55,6 +56,7 @@ NAME = st.one_of(st.sampled_from(list(_ofed.OFED_MODULES[:4]) + ["mlnx-ofed-kern
 KO = st.one_of(st.sampled_from(["mlx5_core.ko", "ib_core.ko.xz", "x.ko.zst", ".ko", "readme", "a.ko.gz"]), odd_text(3))
 
 
+@slow()
 @given(st.fixed_dictionaries({"modules": st.dictionaries(NAME, st.fixed_dictionaries({
     "versions": st.dictionaries(NAME, st.fixed_dictionaries({
         "kernels": st.dictionaries(st.sampled_from(["6.1.0-28-amd64", "5.15.0"]), st.dictionaries(
@@ -76,6 +78,7 @@ STANZA_LINE = st.one_of(
 )
 
 
+@slow()
 @given(node_text(STANZA_LINE, ("Package: doca-ofed\n", "\n\n", ":")),
        st.one_of(st.just(_ofed.DOCA_PACKAGES), st.lists(odd_text(3), max_size=2)))
 def test_dpkg_status_never_raises(text, names):
@@ -90,6 +93,7 @@ def test_log_excerpt_never_raises(text, limit):
     assert len(lines) <= max(limit, 0) or limit == 0
 
 
+@slow()
 @given(st.dictionaries(st.sampled_from(["/usr/bin/ofed_info", "/proc/sys/kernel/osrelease", "/sys/module/ib_core/version",
                                         "/sys/module/mlx5_core/version", "/var/lib/dpkg/status",
                                         "/var/lib/dkms/mlnx-ofed-kernel/24.10/build/make.log",

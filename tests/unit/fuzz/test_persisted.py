@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted as P
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, examples, huge, long_line, nested, node_text, node_tree, \
-    odd_text, typed_only
+    odd_text, slow, typed_only
 from unit.fuzz.test_cmdline import CMDLINE
 
 BLS_LINE = st.one_of(
@@ -41,6 +41,7 @@ SYSCTL = node_text(SYSCTL_LINE, ("net.ipv4.conf.all.rp_filter = ", "=", "-", " "
 MODULES = node_text(MODULES_LINE, ("#", ";", " "))
 
 
+@slow()
 @given(BLS, GRUBENV)
 def test_bls_and_grubenv_never_raise(bls, grubenv):
     entry = typed_only(P.parse_bls_entry, bls)

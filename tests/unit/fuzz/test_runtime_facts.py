@@ -12,7 +12,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _runtime_fact
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, examples, huge, long_line, mutated, nested, node_text, \
-    node_tree, odd_text, typed_only
+    node_tree, odd_text, slow, typed_only
 from unit.fuzz.test_toml import DOC
 
 NUM = st.one_of(st.integers(0, 2 ** 64).map(str), st.sampled_from(list(HUGE_NUMBERS) + ["unlimited", "\u0663", "x"]))
@@ -40,6 +40,7 @@ def test_proc_limits_typed(text):
     assert limits is None or isinstance(limits, (dict, ParseError))
 
 
+@slow()
 @given(st.lists(st.tuples(st.sampled_from(["/lib/systemd/system/containerd.service",
                                            "/etc/systemd/system/containerd.service.d/a.conf"]),
                           node_text(UNIT_LINE, ("LimitMEMLOCK=", "[", "]", "="))), max_size=3))

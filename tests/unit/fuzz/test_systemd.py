@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd as sd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError
-from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, typed_only
+from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, slow, typed_only
 
 WORD = st.one_of(st.sampled_from(["--cpu-manager-policy=static", "--config", "/var/lib/kubelet/config.yaml", "$KUBELET_ARGS",
                                   "${KUBELET_EXTRA_ARGS}", "$$", "'a b'", '"a b"', "a\\ b", "\\x41", "\\u00e9", "\\101", "\\",
@@ -57,6 +57,7 @@ def test_env_file_never_raises(text):
     typed_only(sd.env_assignments, text)
 
 
+@slow()
 @given(ENV, VALUE)
 def test_replacing_an_assignment_reads_back(text, new_value):
     assignments = [a for a in sd.parse_env_file(text) if a["value"] is not None and sd.env_name_ok(a["name"])]
@@ -70,6 +71,7 @@ def test_replacing_an_assignment_reads_back(text, new_value):
     assert got == expected
 
 
+@slow()
 @given(ENV, st.sampled_from(["KUBELET_EXTRA_ARGS", "A"]), st.sets(st.sampled_from(list(kub.FLAG_FIELDS)[:6] + ["config"]),
                                                                   min_size=1, max_size=3))
 def test_flags_cut_from_env_files(text, var, names):

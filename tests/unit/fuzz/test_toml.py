@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, ParseError
-from unit.fuzz.strategies import byte_soup, huge, long_line, mutated, nested, node_text, odd_text, typed_only
+from unit.fuzz.strategies import byte_soup, huge, long_line, mutated, nested, node_text, odd_text, slow, typed_only
 
 BARE = st.text("abcxyzABC019_-", min_size=1, max_size=6)
 QUOTED = st.one_of(
@@ -105,6 +105,7 @@ def test_parse_huge_text_in_linear_time(text):
     assert isinstance(typed_only(_toml.parse, text), (_toml.Document, ParseError))
 
 
+@slow()
 @given(DOC)
 def test_parse_agrees_with_tomllib(text):
     ours = typed_only(_toml.parse, text)
@@ -149,6 +150,7 @@ TABLE = st.lists(st.one_of(BARE, st.sampled_from(["plugins", "io.containerd.grpc
 NAME = st.one_of(BARE, st.sampled_from(["version", "base_runtime_spec", "enable_cdi", "a", "x y", "é", ""]))
 
 
+@slow()
 @given(DOC, TABLE, NAME, PLAIN)
 def test_set_key_changes_only_that_value(text, table, key, value):
     if isinstance(typed_only(_toml.parse, text), ParseError):
@@ -171,11 +173,13 @@ def test_set_key_changes_only_that_value(text, table, key, value):
     assert _toml.set_key(new, table, key, value, "config.toml") == new
 
 
+@slow()
 @given(mutated(DOC), TABLE, NAME, PLAIN)
 def test_set_key_on_any_text_raises_only_typed_errors(text, table, key, value):
     typed_only(_toml.set_key, text, table, key, value, "config.toml")
 
 
+@slow()
 @given(st.one_of(byte_soup(), odd_text()), st.lists(st.one_of(byte_soup(20), odd_text(5)), max_size=3), st.one_of(byte_soup(20), odd_text(5)))
 def test_set_key_hostile_names(text, table, key):
     typed_only(_toml.set_key, text, tuple(table), key, "v", "config.toml")
