@@ -401,7 +401,7 @@ def initramfs_has_ib_core(module, host, commands):
         if not host.exists(image):
             continue
         try:
-            with open(host.path(image), "rb") as raw:
+            with os.fdopen(host.open_fd(image), "rb") as raw:  # resolved inside the root, as every node read
                 return any(os.path.basename(name) in IB_CORE_FILES
                            for name in initramfs_names(raw.read, external_decompressor(module, commands)))
         except (InitramfsFormatError, EnvironmentError) as exc:
