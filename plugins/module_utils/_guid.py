@@ -270,7 +270,9 @@ def parse_pool(text, source=OPERATOR_POOL_FILE, links=None):
     ``links`` = ``[(netdev, address, pci_address or None)]`` is given), then ``guids`` *or* a complete ``guidsRange``
     (end not below start), every GUID as :func:`parse_go_guid`.  Returns ``[{"pci_address"|"pf_guid", "guids"|"range":
     (start, end), "ignored": [keys]}]``; a ParseError names the first entry the operator refuses (it then refuses the
-    whole file).  The documented snake_case keys are ignored by the code, as any unknown key; the error says so."""
+    whole file).  A ``pfGuid`` that is a link address as Go prints it (6 or 20 octets, lowercase, colons) but of no
+    link present now is kept with ``"unresolved": True``: the link may come later (at boot), and the operator resolves
+    it when it starts.  The documented snake_case keys are ignored by the code, as any unknown key; the error says so."""
     entries = []
     for number, raw in enumerate(decode_pool(text, source)):
         where = "%s entry %d" % (source, number)
@@ -287,14 +289,22 @@ def parse_pool(text, source=OPERATOR_POOL_FILE, links=None):
             entry["pf_guid"] = raw["pfGuid"]
             if links is not None:
                 match = [pci for dummy, address, pci in links if address == raw["pfGuid"]]
-                if not match:
-                    raise ParseError("%s pfGuid %r matches no network interface's hardware address on this node (the "
-                                     "operator compares it with each link's address, e.g. an IPoIB netdev's 20-octet "
-                                     "address): it refuses the whole file" % (where, raw["pfGuid"]))
-                if match[0] is None:
+                octets = parse_mac(raw["pfGuid"])
+                if not match and octets is not None and len(octets) in (6, 20) and raw["pfGuid"] == raw["pfGuid"].lower() \
+                        and ":" in raw["pfGuid"]:
+                    # the address of a link that is not there now (ib_ipoib not loaded yet at boot?): the operator
+                    # resolves it when it starts, so this is reported, not refused
+                    entry["unresolved"] = True
+                elif not match:
+                    raise ParseError("%s pfGuid %r matches no network interface's hardware address on this node and "
+                                     "cannot be one (the operator compares it with each link's address as Go prints "
+                                     "it, lowercase, e.g. an IPoIB netdev's 20 octets): it refuses the whole file"
+                                     % (where, raw["pfGuid"]))
+                elif match[0] is None:
                     raise ParseError("%s pfGuid %r is the address of a network interface without a PCI device: the "
                                      "operator refuses the whole file" % (where, raw["pfGuid"]))
-                entry["pci_address"] = match[0]
+                else:
+                    entry["pci_address"] = match[0]
         span = raw["guidsRange"]
         if not raw["guids"] and (span is None or not span["start"] or not span["end"]):
             if span is not None and (span["start"] or span["end"]):

@@ -592,9 +592,20 @@ def _pool_ib_pfs(host, skip):
     return sorted(found)
 
 
+def _unresolved_warning(module, entries, pool_file):
+    """pfGuid entries whose link is not there now: the operator resolves them when it starts, and refuses the whole
+    file if the link is still missing then."""
+    unresolved = [entry["pf_guid"] for entry in entries if entry.get("unresolved")]
+    if unresolved:
+        module.warn("%s names pfGuid %s, the address of no network interface on this node now: sriov-network-operator "
+                    "refuses the whole file if that link is still missing when it starts" % (pool_file, ", ".join(unresolved)))
+
+
 def _pool_warnings(module, host, pf, existed, text, operator, pool_file, links):
     """What a change of the pool file means for the operator: it reads the file when its daemon starts (host helpers
     created in pkg/host/manager.go), and a pool file that exists makes it take every IB VF's GUID from the file."""
+    if text is not None:
+        _unresolved_warning(module, _guid.parse_pool(text, pool_file, links), pool_file)
     if operator["running"]:
         module.warn("sriov-network-config-daemon runs and reads %s only when it starts: restart its pod (or the "
                     "node) so that it assigns these GUIDs instead of the ones it holds" % pool_file)
@@ -650,8 +661,9 @@ def run_ib_vf_guids(module):
         text = host.read_text(params["pool_file"])
         if text is None:
             raise InputError("scheme=pool_file but %s does not exist" % params["pool_file"])
-        pool_entry = _guid.pool_entry_for(_guid.parse_pool(text, params["pool_file"], links), pf["pci_address"], [],
-                                          params["pool_file"])
+        entries = _guid.parse_pool(text, params["pool_file"], links)
+        _unresolved_warning(module, entries, params["pool_file"])
+        pool_entry = _guid.pool_entry_for(entries, pf["pci_address"], [], params["pool_file"])
     desired = _guid.desired_guids(scheme, count, pf_guid, prefix, explicit, pool_entry)
     via = _guid_path(host, pf) if count else "netlink"
     if via == "netlink" and count and not pf["netdev"]:

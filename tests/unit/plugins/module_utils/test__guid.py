@@ -108,8 +108,15 @@ def test_pool_file_operator_keys():
     # with the node's links, pfGuid entries resolve to a PCI address (and one matching no link fails the file)
     resolved = g.parse_pool(OPERATOR_FILE, links=[("ibp24s0", IPOIB_ADDRESS, "0000:99:00.0")])
     assert g.pool_entry_for(resolved, "0000:99:00.0", [])["range"][0] == 0x0200000000AA0002
-    with pytest.raises(ParseError, match="entry 1 pfGuid .* matches no network interface"):
-        g.parse_pool(OPERATOR_FILE, links=[("eth0", "52:54:00:12:34:56", "0000:00:03.0")])
+    # a link address of no link present now (ib_ipoib not loaded yet at boot) is kept, unresolved: the operator
+    # resolves it when it starts; an 8-octet node GUID can be no link's address: the operator refuses the file
+    absent = g.parse_pool(OPERATOR_FILE, links=[("eth0", "52:54:00:12:34:56", "0000:00:03.0")])
+    assert absent[1]["unresolved"] is True and "pci_address" not in absent[1]
+    node_guid = OPERATOR_FILE.replace(IPOIB_ADDRESS, "a0:88:c2:03:00:55:1e:21")
+    with pytest.raises(ParseError, match="entry 1 pfGuid .* matches no network interface.* and cannot be one"):
+        g.parse_pool(node_guid, links=[("eth0", "52:54:00:12:34:56", "0000:00:03.0")])
+    with pytest.raises(ParseError, match="without a PCI device"):
+        g.parse_pool(OPERATOR_FILE, links=[("bond0", IPOIB_ADDRESS, None)])
 
 
 @pytest.mark.parametrize("data, fragment", [
@@ -285,7 +292,7 @@ def test_render_pool_keeps_others_in_place_writes_ours_last_and_refuses_what_the
     new = g.render_pool(text, "0000:18:00.0", [1])
     assert json.loads(new) == [other, {"pciAddress": "0000:18:00.0", "guids": ["00:00:00:00:00:00:00:01"]}]
     with pytest.raises(ParseError, match="matches no network interface"):
-        g.render_pool(text, "0000:18:00.0", [1], links=[])
+        g.render_pool(text.replace(IPOIB_ADDRESS, IPOIB_ADDRESS.upper()), "0000:18:00.0", [1], links=[])
     with pytest.raises(ParseError, match="entry 0 has neither pciAddress nor pfGuid"):
         g.render_pool('[{"pci_address": "0000:19:00.0", "guids": ["02:00:00:00:00:00:00:01"]}]', "0000:18:00.0", [1])
     with pytest.raises(ParseError, match="spells one key twice"):

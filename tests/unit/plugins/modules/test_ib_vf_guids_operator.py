@@ -143,3 +143,15 @@ def test_process_detection_on_a_tree(tmp_path):
 def test_operator_presence_planner(existing, state, running, present, mode):
     found = _sriov.operator_presence(existing, state, running)
     assert (found["present"], found["mode"]) == (present, mode)
+
+
+def test_an_entry_for_a_link_not_there_yet_is_kept_with_a_warning(monkeypatch, dgx):
+    """At boot the IPoIB netdev of another PF may not exist yet; the operator resolves pfGuid when it starts."""
+    systemd_mode(dgx)
+    pool(dgx).parent.mkdir(parents=True)
+    later = "00:00:10:87:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:aa:bb:cc"
+    other = {"pfGuid": later, "guids": ["06:00:00:00:00:00:00:01"]}
+    pool(dgx).write_text(json.dumps([other]))
+    result = run(monkeypatch, dgx)
+    assert json.loads(pool(dgx).read_text())[0] == other
+    assert any("names pfGuid %s" % later in w for w in result["warnings"])
