@@ -140,11 +140,29 @@ def validate_arg(arg, option="present"):
     return arg
 
 
+def folded_glob(pattern):
+    """``pattern`` with each ``-`` and ``_`` outside a bracket expression as ``[-_]`` (``ib_core.*`` matches
+    ``ib-core.netns_mode=0``, as the kernel reads both names alike).  The one glob an ``absent`` pattern stands for, here
+    (fnmatch) and in the GRUB drop-in (a shell ``case`` pattern), so that both remove the same arguments."""
+    out, index = [], 0
+    while index < len(pattern):
+        if pattern[index] == "[":
+            end = index + 1 + (pattern[index + 1:index + 2] == "!")
+            end = pattern.find("]", end + (pattern[end:end + 1] == "]"))
+            out.append(pattern[index:end + 1] if end >= 0 else "[[]")  # an unclosed [ is itself (both read "[[]" so)
+            index = end + 1 if end >= 0 else index + 1
+            continue
+        out.append("[-_]" if pattern[index] in "-_" else pattern[index])
+        index += 1
+    return "".join(out)
+
+
 def matches_absent(arg, pattern):
     """An ``absent`` pattern matches a bare name (any value), one exact ``name=value``, or a glob on the argument."""
     if _GLOB_CHARS & set(pattern):
         unquoted = key_of(arg) if value_of(arg) is None else "%s=%s" % (key_of(arg), value_of(arg))
-        return fnmatch.fnmatchcase(unquoted, pattern.replace("-", "_")) or fnmatch.fnmatchcase(arg, pattern)
+        glob = folded_glob(pattern)
+        return fnmatch.fnmatchcase(unquoted, glob) or fnmatch.fnmatchcase(arg, glob)
     if "=" in pattern:
         return same_arg(arg, pattern)
     return key_of(arg) == key_of(pattern)

@@ -42,7 +42,7 @@ def removal_patterns(present, absent):
         patterns.extend([pat, pat + "=*"])
     for pattern in absent:
         if set("*?[") & set(pattern):
-            patterns.append(pattern)
+            patterns.append(_cmdline.folded_glob(pattern))  # - and _ alike, as the planner matches (a_b* removes a-b)
         elif "=" in pattern:
             name, value = pattern.split("=", 1)
             patterns.append("%s=%s" % (_shell_name_pattern(name), value))

@@ -94,7 +94,7 @@ def test_render_pool_keeps_other_entries(text, pci, guids):
     new = typed_only(_guid.render_pool, text, pci, guids)
     if isinstance(new, ParseError):
         return
-    old = json.loads(text) if text.strip() else []
+    old = (json.loads(text) if text.strip() else None) or []  # null: no entries, as Go decodes it
     if new is None:  # no GUIDs and nothing else: no file (an entry without GUIDs is one the operator refuses)
         assert not guids and all(isinstance(e, dict) and str(e.get("pciAddress", "")).lower() == pci.lower()
                                  for e in old or [])

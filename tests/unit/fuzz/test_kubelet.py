@@ -96,6 +96,10 @@ CURRENT = st.one_of(CONFIG, st.fixed_dictionaries({}, optional={
 @given(WANT, CURRENT, st.tuples(st.integers(1, 1), st.integers(10, 40), st.integers(0, 5)),
        st.lists(st.integers(0, 64), max_size=8), st.lists(st.integers(-1, 12), max_size=10))
 def test_validate_typed(want, current, version, cpus_online, numa_nodes):
+    # the kubelet's files reach validate() through check_shapes (_kubelet_host.read_document): a field of the wrong
+    # type is that file's ParseError, so validate() is only ever given the shapes the kubelet accepts
+    if isinstance(typed_only(kub.check_shapes, current, "/var/lib/kubelet/config.yaml"), ParseError):
+        return
     result = typed_only(kub.validate, want, current, version, cpus_online, numa_nodes)
     assert isinstance(result, (list, InputError)), result
     typed_only(kub.key_changes, current, want)

@@ -164,7 +164,9 @@ def test_set_key_changes_only_that_value(text, table, key, value):
     # every byte of the old text is still there, in order: the edit replaced one value or inserted lines
     before = _toml.parse(text)
     old_stmt = next((s for s in before.statements if s.kind == "kv" and s.path == table + (key,)), None)
-    if old_stmt is not None:
+    if old_stmt is not None and old_stmt.value == value and type(old_stmt.value) is type(value):
+        assert new == text  # the same value (-0 is 0): nothing to write
+    elif old_stmt is not None:
         assert new == text[:old_stmt.value_start] + _toml.render_value(value) + text[old_stmt.value_end:]
     else:
         ops = difflib.SequenceMatcher(None, text, new, autojunk=False).get_opcodes()

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 
 
@@ -166,3 +166,13 @@ def test_grubby_index_that_int_refuses_stays_text(index):
     """str.isdigit() is true for '²' and for 5,000 digits, which int() refuses (ValueError)."""
     assert _grub.parse_grubby_info("index=%s\nkernel=/boot/vmlinuz\n" % index)[0]["index"] == index
     assert _grub.parse_grubby_info("index=3\n")[0]["index"] == 3
+
+
+def test_dropin_removes_what_the_planner_removes_for_a_glob_with_a_dash_or_underscore():
+    """Found by the fuzz suite: absent: [a_b*] -- the planner removed a-b, the drop-in's `case a_b*)` kept it."""
+    script = 'GRUB_CMDLINE_LINUX="ib-core.netns_mode=0 quiet"\nGRUB_CMDLINE_LINUX_DEFAULT="a-b"\n'
+    script += _grub.render_dropin([], ["ib_core.*", "a_b*"])
+    script += 'printf "%s\\n%s\\n" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"\n'
+    out = subprocess.run(["/bin/sh", "-c", script], check=True, capture_output=True, text=True).stdout
+    assert _grub.parse_evaluation(out) == {"GRUB_CMDLINE_LINUX": "quiet", "GRUB_CMDLINE_LINUX_DEFAULT": ""}
+    assert _cmdline.plan(["ib-core.netns_mode=0", "quiet", "a-b"], [], ["ib_core.*", "a_b*"])[0] == ["quiet"]
