@@ -310,7 +310,7 @@ def identity(pid):
     except (IOError, OSError):
         return None
     fields = text.rsplit(")", 1)[-1].split()
-    if len(fields) < 20 or not fields[19].isdigit() or fields[0] == "Z":
+    if len(fields) < 20 or not (fields[19].isascii() and fields[19].isdigit()) or fields[0] == "Z":
         return None
     return {"start": int(fields[19]), "cmdline": hashlib.sha256(cmdline).hexdigest()}
 
@@ -481,7 +481,7 @@ def probe_port(host, device, port, wanted_gid):
                link_layer=host.try_attr(base + "/link_layer"), rate=host.try_attr(base + "/rate"))
     out["rate_gbps"] = _perftest.rate_gbps(out["rate"])
     entries = []
-    for index in sorted((i for i in host.listdir(base + "/gids") if i.isdigit()), key=int):
+    for index in sorted((i for i in host.listdir(base + "/gids") if i.isascii() and i.isdigit()), key=int):
         gid = host.try_attr("%s/gids/%s" % (base, index))
         if gid is None or gid.lower() == _perftest.ZERO_GID:
             continue
@@ -522,7 +522,7 @@ def ipoib_netdev(host, device, port):
         if host.try_attr(path + "/type") != "32":
             continue
         dev_port = host.try_attr(path + "/dev_port")
-        if dev_port is not None and dev_port.isdigit() and int(dev_port) != port - 1:
+        if dev_port is not None and dev_port.isascii() and dev_port.isdigit() and int(dev_port) != port - 1:
             continue
         found.append(name)
     found.sort(key=lambda n: ("." in n, n))
