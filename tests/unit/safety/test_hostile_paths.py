@@ -24,7 +24,8 @@ import stat
 import pytest
 
 from unit.safety.benches import BENCHES, bench_paths
-from unit.safety.test_fault_campaign import BenchCache
+# the fault campaign's bench cache, as a pytest fixture of this module too
+from unit.safety.test_fault_campaign import benches  # noqa: F401  pylint: disable=unused-import
 
 ATTACKS = ("abs_link", "rel_link", "inside_link", "parent_link", "fifo", "dir", "abs_link_check")
 SENTINEL = b"sentinel: must never change\n"
@@ -42,16 +43,6 @@ def _cases():
 
 
 CASES = _cases()
-
-
-@pytest.fixture(scope="module")
-def benches(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        cache = BenchCache(tmp_path_factory, monkeypatch)
-        try:
-            yield cache
-        finally:
-            cache.close()
 
 
 @pytest.fixture(scope="module")
