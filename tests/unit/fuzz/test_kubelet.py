@@ -78,10 +78,10 @@ WANT = st.fixed_dictionaries({}, optional={
     "cpuManagerPolicy": st.sampled_from(list(kub.CPU_POLICIES) + ["x"]),
     "reservedSystemCPUs": CPUSET,
     "memoryManagerPolicy": st.sampled_from(list(kub.MEMORY_POLICIES) + ["x"]),
+    # as desired_settings() builds it from the module's options: limits is always a mapping
     "reservedMemory": st.lists(st.fixed_dictionaries({"numaNode": st.one_of(st.integers(-1, 3), st.none()),
-                                                      "limits": st.one_of(st.dictionaries(
-                                                          st.sampled_from(["memory", "hugepages-1Gi"]), QUANTITY,
-                                                          max_size=2), JSON_VALUE)}), max_size=3),
+                                                      "limits": st.dictionaries(st.sampled_from(["memory", "hugepages-1Gi"]),
+                                                                                QUANTITY, max_size=2)}), max_size=3),
 })
 CURRENT = st.one_of(CONFIG, st.fixed_dictionaries({}, optional={
     "kubeReserved": st.one_of(st.dictionaries(st.sampled_from(["cpu", "memory"]), QUANTITY, max_size=2), JSON_VALUE),
