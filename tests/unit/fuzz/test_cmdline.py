@@ -37,6 +37,7 @@ ANY_REQUEST = st.one_of(st.none(), st.lists(st.one_of(SAFE_ARG, RAW_ARG, st.inte
                                             max_size=4))
 
 
+@slow()
 @given(CMDLINE)
 def test_tokenising_never_raises_and_is_stable(cmdline):
     args = typed_only(_cmdline.split_raw, cmdline)
@@ -72,6 +73,7 @@ def test_plan_refuses_bad_requests_with_input_errors(current, present, absent):
     typed_only(_cmdline.plan, current, present, absent)
 
 
+@slow()
 @given(st.lists(st.one_of(RAW_ARG, SAFE_ARG), max_size=12), st.lists(SAFE_ARG, max_size=4), st.lists(PATTERN, max_size=3))
 def test_plan_is_idempotent_and_keeps_unrelated_arguments(current, present, absent):
     result = typed_only(_cmdline.plan, current, present, absent)

@@ -113,7 +113,6 @@ GRUB_CFG_LINE = st.one_of(
 )
 
 
-@slow()
 @given(node_text(GRUBBY_LINE, ("index=", "args=", '"')))
 def test_grubby_info_never_raises(text):
     for entry in typed_only(_grub.parse_grubby_info, text):
@@ -121,6 +120,7 @@ def test_grubby_info_never_raises(text):
         assert isinstance(entry["index"], (int, str))
 
 
+@slow()
 @given(node_text(GRUB_CFG_LINE, ("linux ", " ", "\t")))
 def test_grub_cfg_never_raises(text):
     for entry in typed_only(_grub.grub_cfg_linux_lines, text):

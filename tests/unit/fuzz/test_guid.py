@@ -89,6 +89,7 @@ def test_pool_file_read_and_lookups_raise_only_typed_errors(text, pci, pf_guids)
             typed_only(_guid.desired_guids, "pool_file", count, pool_entry=entry)
 
 
+@slow()
 @given(POOL_TEXT, st.sampled_from(["0000:3b:00.0", "0000:3B:00.1", "0000:af:00.0"]), st.lists(GUID_INT.filter(bool), max_size=3))
 def test_render_pool_keeps_other_entries(text, pci, guids):
     new = typed_only(_guid.render_pool, text, pci, guids)
@@ -111,7 +112,6 @@ def test_render_pool_keeps_other_entries(text, pci, guids):
     assert typed_only(_guid.render_pool, new, pci, guids) == new
 
 
-@slow()
 @given(st.sampled_from(list(_guid.SCHEMES) + ["x", None]), st.integers(-1, 300), st.one_of(GUID_INT, st.none()),
        st.lists(st.one_of(GUID_TEXT, ANYTHING), max_size=5))
 def test_desired_guids_typed(scheme, count, pf_guid, explicit):
@@ -126,7 +126,6 @@ OBSERVED_VF = st.fixed_dictionaries(
      "node": st.one_of(st.none(), GUID_INT), "port": st.one_of(st.none(), GUID_INT)})
 
 
-@slow()
 @given(st.lists(GUID_INT, max_size=5), st.dictionaries(st.integers(0, 5), OBSERVED_VF, max_size=5),
        st.dictionaries(GUID_INT, st.text(max_size=5), max_size=3))
 def test_plan_typed_and_idempotent(desired, observed, taken):

@@ -118,7 +118,6 @@ FLAG_WORD = st.one_of(
 COMMAND = st.lists(FLAG_WORD, max_size=8)
 
 
-@slow()
 @given(COMMAND)
 def test_flags_typed(words):
     text = " ".join(words)
@@ -151,7 +150,6 @@ DOCUMENT = st.one_of(
 )
 
 
-@slow()
 @given(DOCUMENT)
 def test_load_document_typed(text):
     result = typed_only(kub.load_document, text, "/var/lib/kubelet/config.yaml")
@@ -190,14 +188,12 @@ def test_edit_document_sets_exactly_the_keys(text, updates):
         assert new.endswith(text[closing:])
 
 
-@slow()
 @given(st.one_of(DOCUMENT, byte_soup(), odd_text()), UPDATES)
 def test_json_editor_on_any_text_typed(text, updates):
     typed_only(kub.json_members, text, "/c")
     typed_only(kub.json_set_top_level, text, updates, "/c")
 
 
-@slow()
 @given(st.one_of(DOCUMENT, byte_soup()), st.sampled_from(list(kub.MANAGED_KEYS) + ["a.b", "(", ""]),
        st.sampled_from(["topologyManagerPolicy: none\n", "x:\n  a: 1\n", ""]))
 def test_replace_top_level_keeps_other_lines(text, key, block):

@@ -19,7 +19,6 @@ LINE = st.one_of(
 TEXT = node_text(LINE, ("options ", "\\\n", "\\", " ", "=", "#"))
 
 
-@slow()
 @given(TEXT, MODULE, st.sampled_from(["netns_mode", "x", ""]))
 def test_option_values_never_raise(text, module, param):
     lines = typed_only(_modprobe.logical_lines, text)
@@ -38,7 +37,6 @@ def test_effective_option_is_the_last_value(files, module):
     assert (value, path) == (last[-1] if last else (None, None))
 
 
-@slow()
 @given(st.dictionaries(st.sampled_from(list(_modprobe.CONFIG_DIRS) + ["/other"]),
                        st.lists(st.one_of(st.sampled_from(["a.conf", "b.conf", ".h.conf", "x.txt", "z.conf"]),
                                           odd_text(4)), max_size=5), max_size=6))

@@ -25,7 +25,6 @@ SCRIPT = st.one_of(
 )
 
 
-@slow()
 @given(st.one_of(LABEL, SCRIPT, byte_soup(), st.none()))
 def test_ofed_info_typed(text):
     info = typed_only(_ofed.parse_ofed_info, text)
@@ -56,7 +55,6 @@ NAME = st.one_of(st.sampled_from(list(_ofed.OFED_MODULES[:4]) + ["mlnx-ofed-kern
 KO = st.one_of(st.sampled_from(["mlx5_core.ko", "ib_core.ko.xz", "x.ko.zst", ".ko", "readme", "a.ko.gz"]), odd_text(3))
 
 
-@slow()
 @given(st.fixed_dictionaries({"modules": st.dictionaries(NAME, st.fixed_dictionaries({
     "versions": st.dictionaries(NAME, st.fixed_dictionaries({
         "kernels": st.dictionaries(st.sampled_from(["6.1.0-28-amd64", "5.15.0"]), st.dictionaries(

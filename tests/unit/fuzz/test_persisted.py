@@ -52,6 +52,7 @@ def test_bls_and_grubenv_never_raise(bls, grubenv):
     assert all(value == value.strip() for key, value in entry.items() if key != "options")
 
 
+@slow()
 @given(st.lists(st.tuples(st.sampled_from(["/etc/sysctl.d/a.conf", "/usr/lib/sysctl.d/50-default.conf"]), SYSCTL),
                 max_size=3), st.lists(st.one_of(st.sampled_from(["ib0", "eth0.100", "all", "ib1"]), odd_text(3)), max_size=4))
 def test_sysctl_never_raises(files, interfaces):
@@ -59,11 +60,13 @@ def test_sysctl_never_raises(files, interfaces):
     assert set(["all", "default"]) <= set(out)
 
 
+@slow()
 @given(MODULES)
 def test_modules_load_never_raises(text):
     assert all(name and " " not in name for name in typed_only(P.modules_load_names, text))
 
 
+@slow()
 @given(STATE)
 def test_sriov_state_summary_raises_value_error_only(text):
     """Its documented refusal is ValueError (persisted_facts reports it as a problem); nothing else may escape."""

@@ -11,7 +11,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _rdma_discove
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _sriov
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, examples, huge, long_line, mutated, nested, node_text, \
-    node_tree, odd_text, typed_only
+    node_tree, odd_text, slow, typed_only
 
 GUID = st.one_of(st.sampled_from(["02:00:00:00:00:00:00:01", "00:00:00:00:00:00:00:00", "zz", "", "0x1", "1" * 5000,
                                   "ff:" * 40 + "ff"]), odd_text(3))
@@ -77,6 +77,7 @@ def test_mstconfig_raises_only_parse_errors(text, num_vfs):
         typed_only(_sriov.firmware_verdict, params, num_vfs)
 
 
+@slow()
 @given(node_text(RDMA_MAX, ("hca_handle=", " ", "max")))
 def test_rdma_max_raises_only_its_value_error(text):
     """parse_rdma_max's documented refusal is ValueError (the walk reports it as a problem)."""

@@ -34,6 +34,7 @@ VERSION = st.one_of(
     byte_soup(), odd_text())
 
 
+@slow()
 @given(node_text(LIMITS_LINE, ("Max locked memory ", " ", "unlimited ")))
 def test_proc_limits_typed(text):
     limits = typed_only(ctd.parse_proc_limits, text)
@@ -49,12 +50,14 @@ def test_unit_limit_typed(files):
     assert isinstance(result, (tuple, ParseError))
 
 
+@slow()
 @given(LIMIT_VALUE)
 def test_systemd_limit_typed(value):
     result = typed_only(ctd.parse_systemd_limit, value)
     assert isinstance(result, (int, ParseError))
 
 
+@slow()
 @given(VERSION)
 def test_containerd_version_typed(text):
     result = typed_only(ctd.parse_version, text)
@@ -70,6 +73,7 @@ DUMP = st.one_of(DOC, st.lists(st.sampled_from(CRI), max_size=10).map("\n".join)
                  mutated(st.lists(st.sampled_from(CRI), max_size=10).map("\n".join)))
 
 
+@slow()
 @given(DUMP)
 def test_config_dump_effective_typed(text):
     doc = typed_only(_toml.parse, text, "containerd config dump")

@@ -31,6 +31,7 @@ UNIT = node_text(UNIT_LINE, ("ExecStart=", "\\\n", "\\", " ", "$", "\""))
 ENV = node_text(ENV_LINE, ("A=", "\\\n", "\\", "\"", "'", " ", "#"))
 
 
+@slow()
 @given(UNIT)
 def test_unit_files_never_raise(text):
     entries = typed_only(sd.parse_unit, text)
@@ -50,6 +51,7 @@ def test_word_splitting_never_raises(text, cunescape):
     typed_only(sd.exec_command, text)
 
 
+@slow()
 @given(ENV)
 def test_env_file_never_raises(text):
     for assignment in typed_only(sd.parse_env_file, text):

@@ -91,6 +91,7 @@ def comparable(value):
     return True
 
 
+@slow()
 @given(TEXT)
 def test_parse_raises_only_parse_errors(text):
     result = typed_only(_toml.parse, text, "config.toml")
@@ -150,7 +151,6 @@ TABLE = st.lists(st.one_of(BARE, st.sampled_from(["plugins", "io.containerd.grpc
 NAME = st.one_of(BARE, st.sampled_from(["version", "base_runtime_spec", "enable_cdi", "a", "x y", "é", ""]))
 
 
-@slow()
 @given(DOC, TABLE, NAME, PLAIN)
 def test_set_key_changes_only_that_value(text, table, key, value):
     if isinstance(typed_only(_toml.parse, text), ParseError):
@@ -181,7 +181,6 @@ def test_set_key_on_any_text_raises_only_typed_errors(text, table, key, value):
     typed_only(_toml.set_key, text, table, key, value, "config.toml")
 
 
-@slow()
 @given(st.one_of(byte_soup(), odd_text()), st.lists(st.one_of(byte_soup(20), odd_text(5)), max_size=3), st.one_of(byte_soup(20), odd_text(5)))
 def test_set_key_hostile_names(text, table, key):
     typed_only(_toml.set_key, text, tuple(table), key, "v", "config.toml")

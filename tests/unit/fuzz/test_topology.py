@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as topo
-from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, huge, long_line, mutated, odd_text, slow, typed_only
+from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, huge, long_line, mutated, odd_text, typed_only
 
 HEX = st.text("0123456789abcdefABCDEF", min_size=1, max_size=9)
 BDF = st.one_of(
@@ -35,7 +35,6 @@ def test_bdf_never_raises_and_normalizes(text):
     topo.bdf_key(text)
 
 
-@slow()
 @given(DEVICE_PATH, DEVICE_PATH, st.one_of(st.integers(-2, 3), st.none(), st.booleans(), st.text(max_size=2)),
        st.one_of(st.integers(-2, 3), st.none()), st.booleans())
 def test_paths_and_classes_never_raise(path_a, path_b, numa_a, numa_b, single):
@@ -48,7 +47,6 @@ def test_paths_and_classes_never_raise(path_a, path_b, numa_a, numa_b, single):
     assert level == topo.classify(pos_b, pos_a, numa_b, numa_a, single)
 
 
-@slow()
 @given(CPULIST)
 def test_cpulist_bounded(text):
     try:
@@ -69,7 +67,6 @@ def test_cpumask_bounded(text):
         assert cpus == sorted(cpus) and topo.parse_cpulist(topo.format_cpulist(cpus)) == cpus
 
 
-@slow()
 @given(st.sets(st.integers(0, 8191), max_size=80))
 def test_cpulist_and_mask_round_trip(cpus):
     text = topo.format_cpulist(cpus)
@@ -84,7 +81,6 @@ def test_cpulist_and_mask_round_trip(cpus):
     assert topo.cpumask_to_list(",".join(words)) == sorted(cpus)
 
 
-@slow()
 @given(st.lists(st.one_of(st.sampled_from(["mlx5_0", "mlx5_10", "mlx5_2", "ib0", "ib0.8001", "eth10", "\u00b2",
                                            "\u0663", "1" * 5000, "", "a1", "1a", "01"]), odd_text(4)), max_size=8))
 def test_natural_key_sorts_any_names(names):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _untrusted
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, huge, long_line, mutated, nested, node_text, odd_text, \
-    slow, typed_only
+    typed_only
 
 LAUGHS = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n" + "".join(
     "%s: &%s [%s]\n" % (chr(98 + i), chr(98 + i), ",".join(["*" + chr(97 + i)] * 9)) for i in range(8))
@@ -46,7 +46,6 @@ def depth(value):
     return deepest
 
 
-@slow()
 @given(YAML)
 def test_load_yaml_typed(text):
     data = typed_only(_untrusted.load_yaml, text, "/var/lib/kubelet/config.yaml", yaml)
@@ -56,7 +55,6 @@ def test_load_yaml_typed(text):
         assert depth(data) <= _untrusted.MAX_DEPTH
 
 
-@slow()
 @given(JSON)
 def test_load_json_typed(text):
     data = typed_only(_untrusted.load_json, text, "/var/lib/kubelet/cpu_manager_state")

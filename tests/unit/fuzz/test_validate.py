@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _validate as v
-from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, odd_text, slow, typed_only
+from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, odd_text, typed_only
 
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8), odd_text(3),
                    st.sampled_from(list(HUGE_NUMBERS)))
@@ -22,7 +22,6 @@ def only_validate_errors(func, *args):
         return exc
 
 
-@slow()
 @given(st.one_of(st.lists(RAIL, max_size=4), st.none()))
 def test_parse_rails_typed(value):
     rails = only_validate_errors(v.parse_rails, value)
@@ -33,7 +32,6 @@ def test_parse_rails_typed(value):
 HOSTS = st.lists(st.one_of(st.sampled_from(["node1", "node2", "n3.example.com"]), odd_text(3)), max_size=4, unique=True)
 
 
-@slow()
 @given(HOSTS, st.lists(st.one_of(st.lists(SCALAR, max_size=3), st.tuples(SCALAR, SCALAR),
                                  st.fixed_dictionaries({}, optional={"client": SCALAR, "server": SCALAR}), SCALAR),
                        max_size=3))
