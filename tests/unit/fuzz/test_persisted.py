@@ -60,13 +60,11 @@ def test_sysctl_never_raises(files, interfaces):
     assert set(["all", "default"]) <= set(out)
 
 
-@slow()
 @given(MODULES)
 def test_modules_load_never_raises(text):
     assert all(name and " " not in name for name in typed_only(P.modules_load_names, text))
 
 
-@slow()
 @given(STATE)
 def test_sriov_state_summary_raises_value_error_only(text):
     """Its documented refusal is ValueError (persisted_facts reports it as a problem); nothing else may escape."""
