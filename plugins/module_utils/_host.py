@@ -127,6 +127,16 @@ class _Openat2:
         return openat2
 
 
+def _parse_int(text, base=10):
+    """``int(text, base)`` of an attribute, or None when it is not one (or longer than any attribute's number)."""
+    if len(text) > 64:
+        return None
+    try:
+        return int(text, base)
+    except ValueError:
+        return None
+
+
 def _split(node_path):
     return [part for part in node_path.split("/") if part and part != "."]
 
@@ -405,14 +415,12 @@ class HostRoot:
         text = self.try_attr(node_path, None, problems)
         if text is None or text == "":
             return default
-        try:
-            if len(text) > 64:
-                raise ValueError(text)
-            return int(text, base)
-        except ValueError:
+        value = _parse_int(text, base)
+        if value is None:
             if problems is not None:
                 problems.append({"path": node_path, "error": "not an integer: %r" % text[:64]})
             return default
+        return value
 
     def read_int_strict(self, node_path, default=None, base=10):
         """An integer attribute for code that decides a write: absent gives ``default``, but a read error or a value
@@ -420,13 +428,19 @@ class HostRoot:
         text = self.read_attr(node_path)
         if text is None:
             return default
-        try:
-            if len(text) > 64:
-                raise ValueError(text)
-            return int(text, base)
-        except ValueError:
+        value = _parse_int(text, base)
+        if value is None:
             raise HostReadError("%s holds %r, not an integer" % (node_path, text[:64]),
-                                {"path": node_path, "value": text[:64]}) from None
+                                {"path": node_path, "value": text[:64]})
+        return value
+
+    def is_executable(self, node_path):
+        """True when ``node_path`` (links followed inside the root) is an executable regular file."""
+        try:
+            info = self.stat(node_path)
+        except HostReadError:
+            return False
+        return info is not None and stat.S_ISREG(info.st_mode) and bool(info.st_mode & 0o111)
 
     def listdir(self, node_path):
         """Sorted entry names of a directory; an absent directory lists as empty."""
@@ -558,11 +572,7 @@ class HostCommands:
             return self.module.get_bin_path(name)
         for directory in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
             candidate = directory + "/" + name
-            try:
-                info = self.host.stat(candidate)
-            except HostReadError:
-                continue
-            if info is not None and stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
+            if self.host.is_executable(candidate):
                 return candidate
         return None
 

@@ -270,7 +270,6 @@ import fnmatch
 import os
 import posixpath
 import re
-import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -367,11 +366,7 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
             return name
         for directory in ctd.rancher_bin_dirs(self.params["config"]):
             candidate = "%s/%s" % (directory, name)
-            try:
-                info = self.host.stat(candidate)
-            except HostReadError:
-                continue
-            if info is not None and stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
+            if self.host.is_executable(candidate):
                 return candidate
         return None
 
