@@ -161,7 +161,7 @@ class Fleet:
         inventory = yaml.safe_load(path.read_text(encoding="utf-8"))
         fleet = inventory["all"]["children"]["fleet"]
         self.host_vars(fleet["hosts"])
-        refs = dict((name, {"rdma_audit_host_root": str(root), "reference_layers": references[name]})
+        refs = dict((name, {"rdma_k8s_node_host_root": str(root), "reference_layers": references[name]})
                     for name, root in zip(references, extra))
         self.host_vars(refs)
         inventory["all"]["children"]["reference"] = {"hosts": refs, "vars": fleet["vars"]}
@@ -203,17 +203,19 @@ class Fleet:
         self.inventory.write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
 
     def host_vars(self, hosts):
-        """Every role's host_root and the node's own environment (a per-host interpreter)."""
+        """The node's own environment (a per-host interpreter); its root is ``rdma_k8s_node_host_root`` alone."""
         python_dir = os.path.dirname(sys.executable)
         for name, values in hosts.items():
-            root = values["rdma_audit_host_root"]
+            # bench_fleet's inventory names the audit's own variable: replaced by the collection-wide one
+            root = values.pop("rdma_audit_host_root", None) or values["rdma_k8s_node_host_root"]
+            values["rdma_k8s_node_host_root"] = root
             wrapper = self.tools / ("%s-python" % name)
             wrapper.write_text(
                 '#!/bin/sh\nPATH="%s:%s:$PATH" HWSIM_ROOT="%s" HWSIM_REAL_SYSCTL="%s" exec "%s" "$@"\n' % (
                     SHIMS, python_dir, root, self.tools / "real-sysctl", sys.executable), encoding="utf-8")
             wrapper.chmod(0o755)
-            values.update({"ansible_python_interpreter": str(wrapper), "rdma_kernel_host_root": root,
-                           "rdma_netns_host_root": root, "rdma_sysctl_host_root": root})
+            # one variable gives every role the node's root (rdma_k8s_node_host_root; no per-role *_host_root)
+            values.update({"ansible_python_interpreter": str(wrapper)})
 
     # -- running ------------------------------------------------------------------------------------------------------
     def playbook(self, name, playbook, *args):
