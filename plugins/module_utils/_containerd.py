@@ -814,25 +814,127 @@ def choose_files(files, changes, containerd_version, eff=None, target=0, edit_im
     return edits, versions, overrides
 
 
-def key_sources(files, containerd_version, eff):
-    """{key label: the file whose value containerd keeps} for the keys the collection sets (``base_runtime_spec``
-    of every runc-type runtime, ``enable_cdi``, ``cdi_spec_dirs``), or None where no file sets it (containerd's
-    default).  ``files`` = [(path, Document)] in load order.  For rdma_facts and the audit: the file to name when
-    the effective value is wrong."""
+def key_origins(files, containerd_version, eff):
+    """{key label: {"file", "value", "how"}} for the keys the collection sets in containerd's config
+    (``base_runtime_spec`` of every runc-type runtime, ``enable_cdi``, ``cdi_spec_dirs``): the file whose value
+    containerd keeps (``how`` ``set``); on 1.x, when the last file that names the CRI section does not set the key,
+    that file (``how`` ``section``, ``value`` None: its section replaced the earlier ones, so containerd's default
+    applies); None (``how`` None) when no file sets it.  ``files`` = [(path, Document)] in load order."""
     versions = file_versions(files, containerd_version)
     keys = [("runtime", name, "base_runtime_spec") for name in target_runtimes(eff, [])] + \
         [("cri", None, "enable_cdi"), ("cri", None, "cdi_spec_dirs")]
     out = {}
     for kind, name, key in keys:
-        owner = None
+        origin = {"file": None, "value": None, "how": None}
         for index, (path, doc) in enumerate(files):
-            if containerd_version < (2, 0):
-                if _defines_cri(doc, versions[index]):
-                    owner = path if _defines(doc, versions[index], kind, name, key) else None
-            elif _defines(doc, versions[index], kind, name, key):
-                owner = path
-        out[_label(kind, name, key)] = owner
+            if _defines(doc, versions[index], kind, name, key):
+                origin = {"file": path, "value": doc.get(_key_path(versions[index], kind, name, key)), "how": "set"}
+            elif containerd_version < (2, 0) and _defines_cri(doc, versions[index]):
+                origin = {"file": path, "value": None, "how": "section"}
+        out[_label(kind, name, key)] = origin
     return out
+
+
+def key_sources(files, containerd_version, eff):
+    """{key label: the file whose value containerd keeps} for the keys the collection sets, or None where no file
+    sets it (containerd's default); see :func:`key_origins`."""
+    return dict((label, origin["file"] if origin["how"] == "set" else None)
+                for label, origin in key_origins(files, containerd_version, eff).items())
+
+
+# -- overrides: a later file wins over the collection's -----------------------------------------------------------
+def _later(order, ours, winner, main=None):
+    """True when ``winner`` is read after ``ours`` in ``order`` (paths in load order).  When ``ours`` is not there
+    yet: the main file (``main``, or the first of ``order``) is read before it, a file of the same directory after it
+    when its name sorts after (or is ours: a same-named file elsewhere hides it), any other later file after it."""
+    if not winner or winner == ours:
+        return False
+    if ours in order and winner in order:
+        return order.index(winner) > order.index(ours)
+    if winner == (main if main is not None else (order[0] if order else None)):
+        return False
+    same_dir = winner.rsplit("/", 1)[0] == ours.rsplit("/", 1)[0]
+    return winner.rsplit("/", 1)[-1] >= ours.rsplit("/", 1)[-1] if same_dir or winner.endswith(".conf") else True
+
+
+def _memlock_of(limits):
+    value = (limits or {}).get("hard")
+    if value is None:
+        return None
+    try:
+        return parse_systemd_limit(str(value))
+    except ParseError:
+        return None
+
+
+def containerd_override_checks(facts_containerd, desired):
+    """Settings the collection needs that a file read after the collection's own one overrides (pure).
+
+    ``facts_containerd`` is ``rdma_facts``' ``runtime.containerd``; ``desired`` the role's variables
+    (``containerd_rdma_memlock``, ``containerd_rdma_cdi``, ``containerd_rdma_cdi_spec_dirs``,
+    ``containerd_rdma_runtimes``, ``containerd_rdma_base_runtime_spec``, ``containerd_rdma_unit_dropin``; the role's
+    defaults where absent).  The collection's own files are the unit drop-in
+    ``/etc/systemd/system/<service>.service.d/50-rdma-k8s-node-memlock.conf`` and the main config (or, under k3s's or
+    rke2's generated config, its drop-in ``config_target``).  Returns ``[{"key", "winner", "wanted", "found",
+    "detail"}]``: ``winner`` is the file containerd or systemd takes the value from, ``found`` the value in effect.
+    A key whose effective value is already the wanted one is no finding, nor one that the collection's own file
+    (or an earlier one) sets wrong: that is drift, not an override.
+    """
+    facts = facts_containerd or {}
+    desired = desired or {}
+    sources = facts.get("key_sources") or {}
+    findings = []
+    try:
+        memlock = parse_limit(desired.get("containerd_rdma_memlock", "unlimited"))
+    except InputError:
+        memlock = None
+    service = facts.get("service") or "containerd"
+    ours = desired.get("containerd_rdma_unit_dropin") or \
+        "/etc/systemd/system/%s.service.d/50-rdma-k8s-node-memlock.conf" % service
+    units = list(facts.get("unit_files") or [])
+    unit_file = units[0] if units and not units[0].endswith(".conf") else ""
+    origin = sources.get("LimitMEMLOCK") or {}
+    winner = origin.get("file")
+    if memlock is not None and winner and winner.endswith(".conf") and _later(units, ours, winner, unit_file):
+        found = origin.get("value")
+        try:
+            found_bytes = parse_systemd_limit(found) if found else None
+        except ParseError:
+            found_bytes = None
+        if found_bytes != memlock:
+            findings.append({"key": "LimitMEMLOCK", "winner": winner, "wanted": render_limit(memlock),
+                             "found": found if found else None,
+                             "detail": "%s is read after %s and sets LimitMEMLOCK=%s" % (winner, ours, found or "")})
+    order = list(facts.get("config_files") or [])
+    main = facts.get("config_path") or facts.get("config_file") or (order[0] if order else None)
+    target = facts.get("config_target") or main
+    version = tuple(int(p) for p in str(facts.get("version") or "0").split(".")[:2] if p.isdigit())
+    wanted = {}
+    if desired.get("containerd_rdma_cdi", True) and version >= (1, 7):
+        wanted["enable_cdi"] = (True, facts.get("enable_cdi"))
+        dirs = facts.get("cdi_spec_dirs")
+        wanted["cdi_spec_dirs"] = (list(desired.get("containerd_rdma_cdi_spec_dirs", DEFAULT_CDI_DIRS)),
+                                   list(dirs) if dirs is not None else list(DEFAULT_CDI_DIRS))
+    generated = desired.get("containerd_rdma_base_runtime_spec", "/etc/containerd/rdma-k8s-node-base-spec.json")
+    named = desired.get("containerd_rdma_runtimes") or []
+    for name, runtime in sorted((facts.get("runtimes") or {}).items()):
+        if named and name not in named or not named and runtime.get("runtime_type") != RUNC_TYPE:
+            continue
+        spec = runtime.get("base_runtime_spec") or ""
+        ours_spec = spec == generated or derived_source(spec) is not None
+        if memlock is not None and not ours_spec and _memlock_of(runtime.get("base_spec_memlock")) != memlock:
+            wanted["runtimes.%s.base_runtime_spec" % name] = (derived_path(spec) if spec else generated, spec or None)
+    for key in sorted(wanted):
+        want, found = wanted[key]
+        origin = sources.get(key) or {}
+        winner = origin.get("file")
+        if want == found or not _later(order, target, winner, main):
+            continue
+        how = ("on containerd 1.x the last file that names the CRI section replaces it whole, and this one does not "
+               "set the key" if origin.get("how") == "section" else "it is read after %s and sets the key" % target)
+        findings.append({"key": key, "winner": winner, "wanted": want, "found": found,
+                         "detail": "%s wins: %s" % (winner, how)})
+    return findings
 
 
 def rancher_bin_dirs(config):

@@ -14,13 +14,10 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import json
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd_host as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
-
-UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
-             "/usr/lib/systemd/system", "/lib/systemd/system")
 
 
 def _pids_of(host, comms):
@@ -36,38 +33,32 @@ def _pids_of(host, comms):
     return found
 
 
-def _unit_memlock(host, service):
-    unit_path, unit_text = None, None
-    for directory in UNIT_DIRS:
-        text = host.read_text("%s/%s.service" % (directory, service))
-        if text is not None:
-            unit_path, unit_text = "%s/%s.service" % (directory, service), text
-            break
-    dropins = []
-    for rank, directory in enumerate(UNIT_DIRS):
-        base = "%s/%s.service.d" % (directory, service)
-        for name in host.listdir(base):
-            if name.endswith(".conf"):
-                dropins.append((rank, base + "/" + name, host.read_text(base + "/" + name, default="")))
-    return ctd.unit_limit(ctd.order_unit_files(unit_path, unit_text, dropins))
-
-
 def _limit(value):
     return None if value is None else ctd.render_limit(value)
 
 
-def containerd_facts(host, commands=None, config="/etc/containerd/config.toml", pids=None):
-    """containerd: version, config version, runtimes' base specs with their memlock, CDI, unit and process memlock
-    (``pids``: a :func:`_pids_of` result already made, else /proc is scanned)."""
+def containerd_facts(host, commands=None, config=ctdh.DEFAULT_CONFIG, pids=None, service=None):
+    """containerd as :func:`_containerd_host.observe` (the module's own observer) sees it: the service that runs it
+    (``containerd``, else k3s's/rke2's when only theirs exists), its unit and LimitMEMLOCK, the config file it reads
+    with its imports and the file each key the collection owns comes from, version, runtimes' base specs with their
+    memlock and whose they are, CDI, and the running process's memlock (``pids``: a :func:`_pids_of` result already
+    made, else /proc is scanned)."""
     problems = []
-    out = {"installed": None, "version": None, "config_file": config, "config_version": None, "runtimes": {},
-           "enable_cdi": None, "cdi_spec_dirs": None, "unit_memlock": None, "unit_memlock_source": None,
-           "running": None, "problems": problems}
-    try:
-        limit, source = _unit_memlock(host, "containerd")
-        out["unit_memlock"], out["unit_memlock_source"] = _limit(limit), source
-    except RdmaNodeError as exc:
-        problems.append({"what": "containerd unit", "error": exc.msg})
+    obs = ctdh.observe(host, commands, config, service, problems=problems)
+    generated = obs["generated_config"]
+    out = {"installed": obs["installed"], "version": None, "service": obs["service"], "unit": obs["unit"],
+           "unit_files": ctdh.unit_order(obs), "config_file": obs["config_path"], "config_path": obs["config_path"],
+           "config_from": obs["config_from"], "config_files": [p for p, dummy_s, dummy_d in obs["files"] or []],
+           "imports": obs["imports"], "generated_config": generated, "template": obs["template"],
+           "config_target": None, "config_version": obs["config_version"], "runtimes": {},
+           "enable_cdi": None, "cdi_spec_dirs": None, "key_sources": obs["key_sources"],
+           "derived_from": obs["derived_from"], "unit_memlock": _limit(obs["unit_memlock"]),
+           "unit_memlock_source": obs["unit_memlock_source"], "running": None, "problems": problems}
+    if obs["version"] is not None:
+        out["version"] = ".".join(str(p) for p in obs["version"])
+    if generated and generated.get("tool") in ("k3s", "rke2") and obs["files"] and (obs["version"] or (0,)) >= (2, 0):
+        directory = ctd.dropin_dir(obs["files"][0][2], obs["config_path"])
+        out["config_target"] = "%s/%s" % (directory, ctd.GENERATED_DROPIN) if directory else None
     pid = (_pids_of(host, ("containerd",)) if pids is None else pids).get("containerd")
     if pid:
         try:
@@ -76,32 +67,20 @@ def containerd_facts(host, commands=None, config="/etc/containerd/config.toml", 
             problems.append({"what": "/proc/%d/limits" % pid, "error": exc.msg})
             memlock = None
         out["running"] = {"pid": pid, "memlock": dict((k, _limit(v)) for k, v in memlock.items()) if memlock else None}
-    if commands is not None and commands.find("containerd"):
-        out["installed"] = True
-        rc, text, err = commands.run(["containerd", "--version"])
-        try:
-            out["version"] = ".".join(str(p) for p in ctd.parse_version(text)) if rc == 0 else None
-        except RdmaNodeError as exc:
-            problems.append({"what": "containerd --version", "error": exc.msg})
-        argv = ["containerd", "--config", config, "config", "dump"] if host.exists(config) else ["containerd", "config", "default"]
-        rc, text, err = commands.run(argv)
-        if rc != 0:
-            problems.append({"what": " ".join(argv), "error": (err or text).strip()[-500:]})
-        else:
+    eff = obs["effective"]
+    if eff is not None:
+        out.update({"enable_cdi": eff["enable_cdi"], "cdi_spec_dirs": eff["cdi_spec_dirs"]})
+        for name, runtime in obs["runtimes"].items():
+            spec = runtime["base_runtime_spec"]
             try:
-                eff = ctd.effective(_toml.parse(text, "containerd config dump"))
-                out.update({"config_version": eff["config_version"], "enable_cdi": eff["enable_cdi"],
-                            "cdi_spec_dirs": eff["cdi_spec_dirs"]})
-                for name, runtime in eff["runtimes"].items():
-                    spec = runtime["base_runtime_spec"]
-                    memlock = ctd.spec_rlimit(host.read_text(spec) or "", "RLIMIT_MEMLOCK") if spec else None
-                    out["runtimes"][name] = {"runtime_type": runtime["runtime_type"], "base_runtime_spec": spec or None,
-                                             "base_spec_memlock": dict((k, _limit(v)) for k, v in memlock.items())
-                                             if memlock else None}
+                memlock = ctd.spec_rlimit(host.read_text(spec) or "", "RLIMIT_MEMLOCK") if spec else None
             except RdmaNodeError as exc:
-                problems.append({"what": "containerd config dump", "error": exc.msg})
-    elif commands is not None:
-        out["installed"] = False
+                problems.append({"what": spec, "error": exc.msg})
+                memlock = None
+            out["runtimes"][name] = {"runtime_type": runtime["runtime_type"], "base_runtime_spec": spec or None,
+                                     "base_spec_memlock": dict((k, _limit(v)) for k, v in memlock.items())
+                                     if memlock else None, "owner": runtime["owner"],
+                                     "derived_from": runtime["derived_from"]}
     return out
 
 

@@ -231,6 +231,12 @@ observed:
     runtimes:
       description: Effective CRI runtimes with their type and base runtime spec.
       type: dict
+    key_sources:
+      description:
+        - "Per key the collection sets (C(LimitMEMLOCK), C(runtimes.<name>.base_runtime_spec), C(enable_cdi),
+          C(cdi_spec_dirs)), the file the value in effect comes from before the change: C(file), C(value), C(how)
+          (V(set), V(section) when a containerd 1.x import replaced the CRI section without the key, or null)."
+      type: dict
     base_specs:
       description:
         - "Per managed runtime, whose base spec it is and what is done: C(path) (its base spec now), C(owner)
@@ -266,7 +272,6 @@ backup_files:
   type: dict
 """
 
-import fnmatch
 import os
 import posixpath
 import re
@@ -275,6 +280,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd_host as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, HostReadError, InputError, ParseError, VerifyError,
@@ -297,11 +303,8 @@ DROPIN_NAME_RE = conf_name_pattern(".conf")
 RUNTIME_NAME_RE = re.compile(r"^[A-Za-z0-9_+-]+\Z")
 
 # systemd's unit search path, most important first (a drop-in name in an earlier directory masks a later one)
-UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
-             "/usr/lib/systemd/system", "/lib/systemd/system")
-UNIT_DROPIN_NAME = "50-rdma-k8s-node-memlock.conf"
-# the units that run k3s's and rke2's own containerd
-RANCHER_UNITS = {"k3s": ("k3s", "k3s-agent"), "rke2": ("rke2-server", "rke2-agent")}
+UNIT_DROPIN_NAME = ctdh.UNIT_DROPIN_NAME
+RANCHER_UNITS = ctdh.RANCHER_UNITS
 
 
 def validate(params):
@@ -360,96 +363,44 @@ class Containerd:  # pylint: disable=too-many-instance-attributes
         self.systemd = None
 
     def binary(self, name):
-        """How to run ``name``: its plain name when it is on PATH, else its path in k3s's or rke2's own bin
-        directory when the config is theirs (they run containerd from their data directory), else None."""
-        if self.commands.find(name):
-            return name
-        for directory in ctd.rancher_bin_dirs(self.params["config"]):
-            candidate = "%s/%s" % (directory, name)
-            if self.host.is_executable(candidate):
-                return candidate
-        return None
+        """How to run ``name`` (see :func:`_containerd_host.binary`)."""
+        return ctdh.binary(self.host, self.commands, name, self.params["config"])
 
     def run(self, argv, what):
-        path = self.binary(argv[0])
-        if not path:
-            raise ApplyError("%s is not installed on the node (needed to %s)" % (argv[0], what), {"command": argv[0]})
-        rc, out, err = self.commands.run([path] + list(argv[1:]))
-        if rc != 0:
-            raise ApplyError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()[-2000:]),
-                             {"rc": rc, "stdout": out, "stderr": err})
-        return out
+        return ctdh.run(self.host, self.commands, argv, what, self.params["config"])
 
-    def read_version(self):
-        out = self.run(["containerd", "--version"], "read its version")
-        try:
-            self.version = ctd.parse_version(out)
-        except ParseError as exc:
-            raise ParseError("containerd --version: %s" % exc.msg, exc.details) from exc
-        return self.version
+    def observe(self):
+        """The node's containerd up to its config files (:func:`_containerd_host.observe`); the config containerd
+        really reads replaces ``config`` when the caller left the default."""
+        observed = ctdh.observe(self.host, self.commands, self.params["config"], self.service,
+                                self.params["base_runtime_spec"], with_effective=False)
+        self.version = observed["version"]
+        if observed["config_path"] != self.params["config"]:
+            if self.params["config"] != ctdh.DEFAULT_CONFIG:
+                raise ConflictError("%s starts containerd with the config %s, not %s: set config to %s (or leave it "
+                                    "unset)" % (observed["command"]["from"] or observed["unit"], observed["config_path"],
+                                                self.params["config"], observed["config_path"]),
+                                    {"config": observed["config_path"], "from": observed["config_from"]})
+            self.module.warn("%s reads %s (%s), not %s: that file is configured"
+                             % (self.service, observed["config_path"], observed["config_from"], self.params["config"]))
+            self.params["config"] = observed["config_path"]
+        return observed
 
     def oci_spec(self):
         return self.run(["ctr", "oci", "spec"], "generate the base runtime spec")
 
     def config_files(self, planned=()):
-        """[(path, FileState, Document)] in containerd's load order: the main file, then its imports, breadth first
-        as containerd's LoadConfig reads them (a file once; an entry with ``*`` is globbed, sorted; a relative entry
-        is relative to its file's directory).  ``planned`` are files this run is about to create: they take their
-        place among the glob's matches."""
-        out, seen, pending = [], set(), [self.params["config"]]
-        while pending:
-            path, pending = pending[0], pending[1:]
-            if path in seen:
-                continue
-            seen.add(path)
-            state = observe_file(self.host, path)
-            doc = _toml.parse(state.content if state.exists else "", path)
-            out.append((path, state, doc))
-            imports = doc.data.get("imports") or []
-            if not isinstance(imports, list) or not all(isinstance(entry, str) for entry in imports):
-                raise ParseError("%s: imports must be a list of paths" % path)
-            for entry in imports:
-                entry = entry if entry.startswith("/") else posixpath.join(posixpath.dirname(path), entry)
-                entry = posixpath.normpath(entry)
-                if "*" in entry:  # containerd's resolveImports globs only entries with a '*'
-                    matches = set(self.host.glob(entry))
-                    matches.update(p for p in planned if fnmatch.fnmatchcase(p, entry))
-                    pending.extend(sorted(matches))
-                elif self.host.exists(entry) or entry in planned:
-                    pending.append(entry)
-        return out
+        """[(path, FileState, Document)] in containerd's load order (:func:`_containerd_host.config_files`)."""
+        return ctdh.config_files(self.host, self.params["config"], planned)
 
     def dump(self, exists):
-        """``containerd config dump`` of the node's files (``config default`` when there is no config file:
-        containerd 1.7 refuses to dump without one)."""
-        if exists:
-            text = self.run(["containerd", "--config", self.params["config"], "config", "dump"], "check its configuration")
-        else:
-            text = self.run(["containerd", "config", "default"], "read its default configuration")
-        return ctd.effective(_toml.parse(text, "containerd config dump"))
+        """The effective configuration (:func:`_containerd_host.dump`)."""
+        return ctdh.dump(self.host, self.commands, self.params["config"], exists)
 
     # -- systemd ---------------------------------------------------------------------------------
     def unit_files(self, replace=None):
         """[(path, text)] in systemd's order; ``replace`` = (path, text or None) stands in for one drop-in."""
-        unit_text, unit_path = None, None
-        for directory in UNIT_DIRS:
-            path = "%s/%s.service" % (directory, self.service)
-            text = self.host.read_text(path)
-            if text is not None:
-                unit_text, unit_path = text, path
-                break
-        dropins = []
-        for rank, directory in enumerate(UNIT_DIRS):
-            dropin_dir = "%s/%s.service.d" % (directory, self.service)
-            for name in self.host.listdir(dropin_dir):
-                if name.endswith(".conf"):
-                    path = dropin_dir + "/" + name
-                    dropins.append((rank, path, self.host.read_text(path, default="")))
-        if replace is not None:
-            dropins = [d for d in dropins if d[1] != replace[0]]
-            if replace[1] is not None:
-                dropins.append((0, replace[0], replace[1]))
-        return ctd.order_unit_files(unit_path, unit_text, dropins)
+        return ctdh.unit_files(self.host, self.service, replace)[2]
 
     def systemctl(self, *args):
         return self.commands.run_kernel(["systemctl"] + list(args))
@@ -560,10 +511,12 @@ def choose_target(module, node, files, info, version, changes, result):
 def plan(module, node, want, result):  # pylint: disable=too-many-locals,too-many-statements,too-many-branches
     """Observe and plan.  Returns (file plans, restart needed, unit changed, effective before)."""
     params = module.params
-    version = node.read_version()
-    files = node.config_files()
+    observed = node.observe()
+    version, files = observed["version"], observed["files"]
     main_path, main_state = files[0][0], files[0][1]
-    info = ctd.generated_config(main_path, main_state.content if main_state.exists else "")
+    info = observed["generated_config"]
+    if info is not None:
+        info = dict((k, v) for k, v in info.items() if k != "path")
     if info is not None and info.get("tool") in ("k3s", "rke2") and params["service"] == "containerd":
         units = RANCHER_UNITS[info["tool"]]
         raise ConflictError("%s is %s's containerd config: containerd runs inside %s's own service here, not "
@@ -572,6 +525,7 @@ def plan(module, node, want, result):  # pylint: disable=too-many-locals,too-man
                             % (main_path, info["tool"], info["tool"], units[0], units[1]),
                             {"generated": dict(info, path=main_path)})
     eff = node.dump(main_state.exists)
+    ctdh.add_effective(observed, node.host, node.commands, eff=eff)
     targets = ctd.target_runtimes(eff, want["runtimes"])
     current = dict((name, eff["runtimes"][name]["base_runtime_spec"]) for name in targets)
     texts = observe_specs(node, current, want["base_runtime_spec"])
@@ -590,6 +544,7 @@ def plan(module, node, want, result):  # pylint: disable=too-many-locals,too-man
         "base_specs": spec_report,
         "enable_cdi": eff["enable_cdi"],
         "cdi_spec_dirs": eff["cdi_spec_dirs"],
+        "key_sources": observed["key_sources"],
     })
     files, target = choose_target(module, node, files, info, version, changes, result)
     main_version = ctd.file_versions([(files[0][0], files[0][2])], version)[0]
