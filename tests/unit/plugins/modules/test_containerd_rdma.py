@@ -168,3 +168,24 @@ def test_unit_dropin_follows_the_service():
     with pytest.raises(InputError) as info:
         containerd_rdma.validate(dict(params, base_runtime_spec="/etc/containerd/rdma-k8s-node.x.json", unit_dropin=None))
     assert info.value.msg.startswith("base_runtime_spec must not be named rdma-k8s-node.")
+
+
+def test_the_config_named_by_the_units_execstart_is_the_one_configured(tmp_path, monkeypatch):
+    """The observer reads --config of containerd.service's ExecStart: with the default `config` that file is
+    edited (and a warning says so); a different `config` given explicitly is refused, naming both."""
+    bench = ContainerdBench(tmp_path, monkeypatch, version=(2, 1))
+    site = bench.root / "etc/containerd/site.toml"
+    site.write_text((bench.root / "etc/containerd/config.toml").read_text())
+    dropin = bench.root / "etc/systemd/system/containerd.service.d/10-config.conf"
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    dropin.write_text("[Service]\nExecStart=\nExecStart=/usr/bin/containerd --config /etc/containerd/site.toml\n")
+    before = (bench.root / "etc/containerd/config.toml").read_text()
+    result = bench.run(bench.args())
+    assert result["changed"] is True and result["observed"]["config_files"][0] == "/etc/containerd/site.toml"
+    assert any("/etc/containerd/site.toml" in w for w in result.get("warnings", []))
+    assert (bench.root / "etc/containerd/config.toml").read_text() == before
+    assert result["observed"]["key_sources"]["LimitMEMLOCK"] == {"file": None, "value": None, "how": None}
+    other = bench.root / "etc/containerd/other.toml"
+    other.write_text("version = 3\n")
+    failure = bench.run(bench.args(config="/etc/containerd/other.toml"), expect=ModuleFail)
+    assert "starts containerd with the config /etc/containerd/site.toml" in failure["msg"]
