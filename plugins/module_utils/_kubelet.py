@@ -30,13 +30,22 @@ TOPOLOGY_SCOPES = ("container", "pod")
 CPU_POLICIES = ("none", "static")
 MEMORY_POLICIES = ("None", "Static")
 
-# option -> (first version that accepts it with default feature gates, gate needed before that, first alpha version)
+#: Topology Manager policy options, from pkg/kubelet/cm/topologymanager/policy_options.go of each release: the first
+#: kubelet that knows the option, the first where it is in ``betaOptions`` and in ``stableOptions`` (None: never yet);
+#: before ``beta`` it is alpha.  prefer-closest-numa-nodes: beta 1.26 (KEP 3545), stable 1.32; max-allowable-numa-nodes:
+#: beta 1.31, stable 1.35 (KEP 4622); numa-allocation-strategy and numa-score-weights: alpha 1.38.
 TOPOLOGY_OPTIONS = {
-    "prefer-closest-numa-nodes": {"default_on": (1, 28), "alpha": (1, 26), "ga": (1, 32)},
-    "max-allowable-numa-nodes": {"default_on": (1, 31), "alpha": None, "ga": (1, 35)},
-    "numa-allocation-strategy": {"default_on": None, "alpha": (1, 38), "ga": None},
-    "numa-score-weights": {"default_on": None, "alpha": (1, 38), "ga": None},
+    "prefer-closest-numa-nodes": {"since": (1, 26), "beta": (1, 26), "ga": (1, 32)},
+    "max-allowable-numa-nodes": {"since": (1, 31), "beta": (1, 31), "ga": (1, 35)},
+    "numa-allocation-strategy": {"since": (1, 38), "beta": None, "ga": None},
+    "numa-score-weights": {"since": (1, 38), "beta": None, "ga": None},
 }
+#: feature gates CheckPolicyOptionAvailable (and the config validation) consult, with the first kubelet that turns
+#: each on by default (pkg/features/kube_features.go: TopologyManagerPolicyOptions alpha 1.26, beta and on 1.28, GA
+#: 1.32; TopologyManagerPolicyBetaOptions beta off 1.26, on 1.28; TopologyManagerPolicyAlphaOptions always off)
+OPTIONS_GATE = "TopologyManagerPolicyOptions"
+BETA_GATE = "TopologyManagerPolicyBetaOptions"
+GATE_DEFAULT_ON = {OPTIONS_GATE: (1, 28), BETA_GATE: (1, 28), "TopologyManagerPolicyAlphaOptions": None}
 ALPHA_GATE = "TopologyManagerPolicyAlphaOptions"
 DROPIN_VERSION = (1, 30)            # --config-dir beta: no environment variable needed
 STATE_FILES = {"cpuManagerPolicy": "/var/lib/kubelet/cpu_manager_state",
@@ -141,16 +150,11 @@ def validate(want, current, version, cpus_online, numa_nodes):  # pylint: disabl
         raise InputError("topology_manager_policy needs kubelet 1.18 or later; this node runs %s" % vtext)
     gates = after.get("featureGates") or {}
     for name, value in sorted((want.get("topologyManagerPolicyOptions") or {}).items()):
-        spec = TOPOLOGY_OPTIONS.get(name)
-        if spec is None:
+        if name not in TOPOLOGY_OPTIONS:
             raise InputError("topology_manager_policy_options: unknown option %r (known: %s)" % (name, ", ".join(sorted(TOPOLOGY_OPTIONS))))
-        on_by_default = spec["default_on"] is not None and version >= spec["default_on"]
-        alpha_ok = spec["alpha"] is not None and version >= spec["alpha"] and gates.get(ALPHA_GATE) is True
-        if not (on_by_default or alpha_ok):
-            need = ("kubelet %d.%d or later" % spec["default_on"]) if spec["default_on"] else ""
-            if spec["alpha"]:
-                need += (" or " if need else "") + "kubelet %d.%d+ with featureGates.%s: true" % (spec["alpha"] + (ALPHA_GATE,))
-            raise InputError("topology_manager_policy_options: %s needs %s; this node runs kubelet %s" % (name, need, vtext))
+        refusal = option_refusal(name, version, gates)
+        if refusal:
+            raise InputError("topology_manager_policy_options: %s %s; this node runs kubelet %s" % (name, refusal, vtext))
         _validate_option_value(name, value)
         if name == "prefer-closest-numa-nodes" and policy not in ("best-effort", "restricted"):
             warnings.append("prefer-closest-numa-nodes only affects the best-effort and restricted policies, not %s" % policy)
@@ -176,6 +180,108 @@ def validate(want, current, version, cpus_online, numa_nodes):  # pylint: disabl
     if after.get("memoryManagerPolicy") == "Static":
         _validate_reserved_memory(after, numa_nodes)
     return warnings
+
+
+def gate_enabled(name, version, gates):
+    """Whether the kubelet ``version`` runs with feature gate ``name`` on: the configuration's ``featureGates`` when it
+    sets it, else the gate's default in that release (:data:`GATE_DEFAULT_ON`)."""
+    if name in (gates or {}):
+        return gates[name] is True
+    first = GATE_DEFAULT_ON.get(name)
+    return first is not None and tuple(version[:2]) >= first
+
+
+def option_maturity(name, version):
+    """``alpha``, ``beta`` or ``stable``: the set ``name`` is in (policy_options.go) in kubelet ``version``, or None
+    when that kubelet does not know the option."""
+    spec = TOPOLOGY_OPTIONS[name]
+    version = tuple(version[:2])
+    if version < spec["since"]:
+        return None
+    if spec["ga"] is not None and version >= spec["ga"]:
+        return "stable"
+    if spec["beta"] is not None and version >= spec["beta"]:
+        return "beta"
+    return "alpha"
+
+
+def _missing_gates(name, version, gates):
+    """``(maturity, [gates that must be on but are not])`` of option ``name`` in kubelet ``version``."""
+    maturity = option_maturity(name, version)
+    if maturity is None:
+        return None, []
+    needed = [OPTIONS_GATE] + ([BETA_GATE] if maturity == "beta" else [ALPHA_GATE] if maturity == "alpha" else [])
+    return maturity, [gate for gate in needed if not gate_enabled(gate, version, gates)]
+
+
+def default_ok_version(name):
+    """The first kubelet (``(major, minor)``) that accepts option ``name`` with its default feature gates, or None
+    (an alpha option: never without a gate)."""
+    for minor in range(TOPOLOGY_OPTIONS[name]["since"][1], 100):
+        maturity, missing = _missing_gates(name, (1, minor), {})
+        if maturity == "alpha":
+            return None
+        if not missing:
+            return (1, minor)
+    return None
+
+
+def option_refusal(name, version, gates):
+    """None when kubelet ``version`` with ``gates`` accepts the Topology Manager policy option ``name``, else why not
+    (a phrase such as ``needs kubelet 1.28 or later ...``).  The kubelet's rules: an unknown option, an alpha option
+    without TopologyManagerPolicyAlphaOptions, a beta one without TopologyManagerPolicyBetaOptions
+    (CheckPolicyOptionAvailable in pkg/kubelet/cm/topologymanager/policy_options.go), and any option while
+    TopologyManagerPolicyOptions is off (pkg/kubelet/apis/config/validation) stop the kubelet at start."""
+    spec = TOPOLOGY_OPTIONS[name]
+    maturity, missing = _missing_gates(name, version, gates)
+    first = default_ok_version(name)
+    plain = ("kubelet %d.%d or later" % first) if first else None
+    if maturity is None:
+        return "needs %s" % (plain or "kubelet %d.%d or later with featureGates.%s: true" % (spec["since"] + (ALPHA_GATE,)))
+    if not missing:
+        return None
+    how = "featureGates %s: true" % " and ".join(missing)
+    return "needs %s (a%s option in this kubelet)" % (
+        ("%s or %s" % (plain, how)) if plain and tuple(version[:2]) < first else how,
+        "n alpha" if maturity == "alpha" else " beta" if maturity == "beta" else " stable")
+
+
+def default_options(defaults, want, others, version):
+    """The options of ``defaults`` (the role's ``kubelet_topology_topology_manager_default_options``) to add to the
+    wanted ``topologyManagerPolicyOptions``, and why each other one is left out.
+
+    A default never beats an explicit setting: an option the module's ``topology_manager_policy_options`` sets, or
+    one the node's own configuration (``others``: the effective settings of every source but the collection's own
+    drop-in) already sets, is left as it is.  An option the kubelet would refuse (its version, its feature gates,
+    :func:`option_refusal`) is left out, and so is prefer-closest-numa-nodes under a policy it does not affect (it is
+    read by best-effort and restricted only: NewHintMerger in pkg/kubelet/cm/topologymanager/policy.go).
+    Returns ``(options to add, {option: reason left out})``."""
+    add, left_out = {}, {}
+    explicit = want.get("topologyManagerPolicyOptions") or {}
+    own = others.get("topologyManagerPolicyOptions") if isinstance(others.get("topologyManagerPolicyOptions"), dict) else {}
+    policy = want.get("topologyManagerPolicy", others.get("topologyManagerPolicy", "none"))
+    gates = merge(others.get("featureGates") or {}, want.get("featureGates") or {})
+    vtext = ".".join(str(p) for p in version)
+    for name, value in sorted((defaults or {}).items()):
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        if name in explicit:
+            continue
+        if name not in TOPOLOGY_OPTIONS:
+            raise InputError("topology_manager_default_options: unknown option %r (known: %s)"
+                             % (name, ", ".join(sorted(TOPOLOGY_OPTIONS))))
+        _validate_option_value(name, value)
+        if name in own:
+            left_out[name] = "the node's configuration sets it (%s=%s): kept" % (name, own[name])
+            continue
+        refusal = option_refusal(name, version, gates)
+        if refusal:
+            left_out[name] = "%s %s; this node runs kubelet %s" % (name, refusal, vtext)
+            continue
+        if name == "prefer-closest-numa-nodes" and policy not in ("best-effort", "restricted"):
+            left_out[name] = "%s only affects the best-effort and restricted policies, not %s" % (name, policy)
+            continue
+        add[name] = value
+    return add, left_out
 
 
 def _nonzero_cpu(value):
@@ -242,9 +348,136 @@ def key_changes(current, want):
     return out
 
 
-def state_files_to_remove(changes):
-    """The manager state files a policy change invalidates (the kubelet crash-loops on a stale one)."""
-    return [STATE_FILES[key] for key in ("cpuManagerPolicy", "memoryManagerPolicy") if key in changes]
+def reserved_memory_table(entries):
+    """``{(numa node, resource): bytes}`` of a ``reservedMemory`` list as the memory manager holds it (convertReserved
+    in pkg/kubelet/cm/memorymanager/memory_manager.go: per node, per resource, a later entry wins); zero amounts are
+    left out (the machine state's ``systemReserved`` is 0 for them either way)."""
+    table = {}
+    for entry in entries or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("limits"), dict):
+            continue
+        for kind, amount in entry["limits"].items():
+            try:
+                table[(entry.get("numaNode"), str(kind))] = parse_quantity(amount, "reservedMemory")
+            except InputError:
+                table[(entry.get("numaNode"), str(kind))] = amount
+    return dict((key, value) for key, value in table.items() if value != 0)
+
+
+def stale_state_reasons(changes, after):
+    """``{state file: reason}`` for every change the kubelet checks against its checkpoint at start (and refuses to
+    start on, until the file is removed), from the changed keys (``changes``, as :func:`changes` gives them) and the
+    settings after the change (``after``):
+
+    * a CPU or memory manager policy change: the checkpoint names the policy it was written under
+      (cpumanager/state/state_checkpoint.go and memorymanager/state/state_checkpoint.go restoreState: "configured
+      policy %q differs from state checkpoint policy %q");
+    * ``reservedSystemCPUs`` under the ``static`` CPU policy: staticPolicy.validateState (cpumanager/policy_static.go)
+      requires every reserved CPU in the checkpoint's ``defaultCpuSet`` (with strict-cpu-reservation: none of them,
+      and the CPUs it knows equal to the online ones minus the reserved), which a CPU newly reserved and held by a
+      container, or any change with strict-cpu-reservation, breaks;
+    * ``reservedMemory`` under the ``Static`` memory policy: staticPolicy.validateState (memorymanager/policy_static.go)
+      rebuilds the machine state from the machine and the reservation (getDefaultMachineState) and refuses a
+      checkpoint whose per-NUMA ``systemReserved``/``allocatable``/``free`` differ ("the expected machine state is
+      different from the real one"): every change of the reserved bytes of a NUMA node and resource.
+
+    Under the ``none``/``None`` policies the kubelet checks nothing but the policy name."""
+    out = {}
+    cpu_policy = after.get("cpuManagerPolicy", DEFAULTS["cpuManagerPolicy"])
+    memory_policy = after.get("memoryManagerPolicy", DEFAULTS["memoryManagerPolicy"])
+    cpu_state, memory_state = STATE_FILES["cpuManagerPolicy"], STATE_FILES["memoryManagerPolicy"]
+    if "cpuManagerPolicy" in changes:
+        out[cpu_state] = "cpuManagerPolicy changes (%s -> %s)" % (changes["cpuManagerPolicy"]["before"],
+                                                                    changes["cpuManagerPolicy"]["after"])
+    elif "reservedSystemCPUs" in changes and cpu_policy == "static":
+        out[cpu_state] = "reservedSystemCPUs changes (%s -> %s) under the static CPU manager" % (
+            changes["reservedSystemCPUs"]["before"], changes["reservedSystemCPUs"]["after"])
+    if "memoryManagerPolicy" in changes:
+        out[memory_state] = "memoryManagerPolicy changes (%s -> %s)" % (changes["memoryManagerPolicy"]["before"],
+                                                                          changes["memoryManagerPolicy"]["after"])
+    elif "reservedMemory" in changes and memory_policy == "Static" and \
+            reserved_memory_table(changes["reservedMemory"]["before"]) != reserved_memory_table(changes["reservedMemory"]["after"]):
+        out[memory_state] = "reservedMemory changes under the Static memory manager"
+    return out
+
+
+def state_files_to_remove(changes, after=None):
+    """The manager state files the changes invalidate (the kubelet crash-loops on a stale one); see
+    :func:`stale_state_reasons`.  Without ``after``, only policy changes count."""
+    return sorted(stale_state_reasons(changes, after or {}), key=lambda p: list(STATE_FILES.values()).index(p))
+
+
+def checkpoint_refusal(path, text, settings, cpus_online=None):
+    """Why the kubelet would refuse the checkpoint ``text`` of state file ``path`` with the effective ``settings``,
+    or None.  What it checks (see :func:`stale_state_reasons` for the sources): the policy name; under ``static``,
+    every reserved CPU in ``defaultCpuSet`` (none with strict-cpu-reservation) and, when ``cpus_online`` is known,
+    the CPUs of ``defaultCpuSet`` and ``entries`` together equal to the online ones (minus the reserved with
+    strict-cpu-reservation); under ``Static``, every NUMA node's ``systemReserved`` per resource equal to the
+    reservation.  An empty checkpoint (no ``defaultCpuSet``/``machineState``, no entries) is initialised, not
+    refused.  Unreadable JSON is a refusal too (the checksum fails)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return "the checkpoint is not JSON"
+    if not isinstance(data, dict):
+        return "the checkpoint is not a JSON object"
+    key = "cpuManagerPolicy" if path == STATE_FILES["cpuManagerPolicy"] else "memoryManagerPolicy"
+    policy = settings.get(key, DEFAULTS[key])
+    if data.get("policyName") != policy:
+        return "it was written under policy %r, the configuration says %r" % (data.get("policyName"), policy)
+    if key == "cpuManagerPolicy" and policy == "static":
+        return _cpu_checkpoint_refusal(data, settings, cpus_online)
+    if key == "memoryManagerPolicy" and policy == "Static":
+        return _memory_checkpoint_refusal(data, settings)
+    return None
+
+
+def _cpu_checkpoint_refusal(data, settings, cpus_online):
+    try:
+        default = parse_cpuset(data.get("defaultCpuSet") or "", "defaultCpuSet")
+        assigned = set()
+        for containers in (data.get("entries") or {}).values():
+            for cpus in (containers or {}).values():
+                assigned |= parse_cpuset(cpus, "entries")
+        reserved = parse_cpuset(settings.get("reservedSystemCPUs") or "", "reservedSystemCPUs")
+    except (InputError, AttributeError, TypeError):
+        return "the checkpoint's CPU sets cannot be read"
+    if not default:
+        return "default cpuset cannot be empty" if assigned else None
+    strict = str((settings.get("cpuManagerPolicyOptions") or {}).get("strict-cpu-reservation", "")).lower() == "true"
+    if strict and reserved & default:
+        return "reserved CPUs %s are in its defaultCpuSet %s (strict-cpu-reservation)" % (
+            format_cpuset(reserved & default), format_cpuset(default))
+    if not strict and not reserved <= default:
+        return "reserved CPUs %s are not all in its defaultCpuSet %s" % (format_cpuset(reserved), format_cpuset(default))
+    if cpus_online:
+        expected = set(cpus_online) - (reserved if strict else set())
+        if default | assigned != expected:
+            return "its CPUs %s are not the node's %s" % (format_cpuset(default | assigned), format_cpuset(expected))
+    return None
+
+
+def _memory_checkpoint_refusal(data, settings):
+    machine = data.get("machineState")
+    if not machine:
+        return "machine state can not be empty when it has memory assignments" if data.get("entries") else None
+    if not isinstance(machine, dict):
+        return "its machineState cannot be read"
+    want = reserved_memory_table(settings.get("reservedMemory"))
+    have = {}
+    for node, state in machine.items():
+        for kind, table in ((state or {}).get("memoryMap") or {}).items() if isinstance(state, dict) else []:
+            amount = (table or {}).get("systemReserved", 0) if isinstance(table, dict) else 0
+            if amount:
+                have[(int(node) if str(node).isdigit() else node, str(kind))] = amount
+    if have != want:
+        return "its per-NUMA systemReserved %s differs from the reservation %s" % (
+            _table_text(have), _table_text(want))
+    return None
+
+
+def _table_text(table):
+    return "{%s}" % ", ".join("%s:%s=%s" % (node, kind, amount) for (node, kind), amount in sorted(table.items(), key=repr))
 
 
 def parse_flags(text):

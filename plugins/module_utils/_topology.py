@@ -225,3 +225,143 @@ def natural_key(text):
     would not compare)."""
     return [(len(chunk.lstrip("0")), chunk.lstrip("0")) if index % 2 else chunk
             for index, chunk in enumerate(re.split(r"([0-9]+)", text or ""))]
+
+
+# -- Topology Manager admission of a whole-node pod -------------------------------------------------------------------
+#: the kubelet's Topology Manager policies and scopes (pkg/kubelet/cm/topologymanager)
+TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+TOPOLOGY_SCOPES = ("container", "pod")
+
+
+def device_hints(device_numa, numa_nodes):
+    """The hints the device manager gives for a request of *every* device of a resource, as
+    ``generateDeviceTopologyHints`` (pkg/kubelet/cm/devicemanager/topology_hints.go) builds them: one per set of NUMA
+    nodes holding enough devices, preferred when the set is as small as the smallest that could hold the request.
+    ``device_numa`` is the NUMA node of each device (None: the device reports no topology).  None means "no
+    preference" (no device of the resource has a topology: GetTopologyHints gives nil); ``[]`` means no set fits
+    (some devices have no topology, so no set of nodes holds them all)."""
+    known = [_known_numa(v) for v in device_numa]
+    if not any(n is not None for n in known):
+        return None
+    request = len(known)
+    nodes = sorted(set(numa_nodes) | set(n for n in known if n is not None))
+    masks = [frozenset(c) for size in range(1, len(nodes) + 1) for c in _combinations(nodes, size)]
+    fitting = [m for m in masks if sum(1 for n in known if n in m) >= request]
+    if not fitting:
+        return []
+    smallest = min(len(m) for m in fitting)
+    return [(m, len(m) == smallest) for m in fitting]
+
+
+def _combinations(items, size):
+    if size == 0:
+        yield ()
+        return
+    for index, item in enumerate(items):
+        for rest in _combinations(items[index + 1:], size - 1):
+            yield (item,) + rest
+
+
+def merge_hints(policy, hints, numa_nodes):
+    """``(best hint, admitted)`` of the Topology Manager ``policy`` over per-resource ``hints`` (each None for "no
+    preference", or a list of ``(frozenset of NUMA nodes, preferred)``), as the kubelet merges them:
+
+    * filterProvidersHints (policy.go): no preference -> one preferred "any node" hint; an empty list -> one
+      non-preferred "any node" hint;
+    * single-numa-node keeps only preferred hints on one node and "any node" preferred ones (filterSingleNumaHints,
+      policy_single_numa_node.go);
+    * every permutation is merged by mergePermutation: the AND of the affinities, preferred only when every hint is
+      preferred *and* all affinities are equal; an empty AND is never chosen;
+    * a preferred merged hint always beats a non-preferred one, then the narrower wins (HintMerger.compare; the
+      choice among equally preferred hints -- prefer-closest-numa-nodes -- does not change admission);
+    * best-effort and none admit everything, restricted and single-numa-node only a preferred best hint
+      (canAdmitPodResult in policy_restricted.go, policy_single_numa_node.go)."""
+    every = frozenset(numa_nodes)
+    lists = []
+    for resource_hints in hints:
+        if resource_hints is None:
+            lists.append([(None, True)])
+        elif not resource_hints:
+            lists.append([(None, False)])
+        else:
+            lists.append(list(resource_hints))
+    if policy == "single-numa-node":
+        lists = [[h for h in hl if h[1] and (h[0] is None or len(h[0]) == 1)] for hl in lists]
+    best = None
+    for permutation in _product(lists):
+        affinities = [mask for mask, dummy in permutation if mask is not None]
+        preferred = all(p for dummy, p in permutation) and all(a == affinities[0] for a in affinities)
+        merged = every.intersection(*affinities) if affinities else every
+        if not merged:
+            continue
+        if best is None or (preferred and not best[1]) or \
+                (preferred == best[1] and (len(merged), sorted(merged)) < (len(best[0]), sorted(best[0]))):
+            best = (merged, preferred)
+    if best is None:
+        best = (every, False)
+    return best, policy in ("none", "best-effort") or best[1]
+
+
+def _product(lists):
+    if not lists:
+        yield ()
+        return
+    for head in lists[0]:
+        for rest in _product(lists[1:]):
+            yield (head,) + rest
+
+
+def whole_node_admission(policy, policy_options, scope, devices, numa_nodes=None, cpu_manager_policy="none",
+                         memory_manager_policy="None"):
+    """None when the kubelet would admit a pod that asks for every device in ``devices``, else why not (a sentence).
+
+    ``devices`` maps a resource (``gpu``, ``rdma``: any names) to the NUMA node of each of its devices (None or a
+    negative number: unknown), for example from ``rdma_facts``: ``{"gpu": [g["numa_node"] for g in rdma.gpus],
+    "rdma": [d["numa_node"] for d in rdma.devices if d["pci_address"]]}``.  ``numa_nodes`` are the node's NUMA
+    nodes (``rdma.numa_nodes.online``; default: those the devices name).  The pod is one container asking for all of
+    them, or a pod under ``scope: pod`` (hints of all its containers merged); a pod that splits the devices over
+    containers under ``scope: container`` is merged per container.  ``policy_options`` do not change admission
+    (prefer-closest-numa-nodes only orders hints of the same preference; max-allowable-numa-nodes only lets the
+    kubelet start on more than 8 nodes) and are accepted for the caller's convenience.
+
+    With the static CPU manager or the Static memory manager, a Guaranteed pod also gets CPU and memory hints; when
+    the devices span several NUMA nodes, the pod is admitted by ``restricted`` only if its exclusive CPUs (and
+    memory) need those nodes too, which this function cannot know: it says so."""
+    if policy not in TOPOLOGY_POLICIES:
+        return "topologyManagerPolicy %r is not one of %s" % (policy, ", ".join(TOPOLOGY_POLICIES))
+    if scope not in TOPOLOGY_SCOPES:
+        return "topologyManagerScope %r is not one of %s" % (scope, ", ".join(TOPOLOGY_SCOPES))
+    if not isinstance(policy_options, (dict, type(None))):
+        return "topologyManagerPolicyOptions must be a mapping"
+    if policy in ("none", "best-effort"):
+        return None
+    names = sorted(devices)
+    nodes = set(_known_numa(n) for n in (numa_nodes or []) if _known_numa(n) is not None)
+    nodes |= set(_known_numa(n) for name in names for n in devices[name] if _known_numa(n) is not None)
+    hints = [device_hints(devices[name], nodes) for name in names]
+    best, admitted = merge_hints(policy, hints, nodes)
+    spans = dict((name, sorted(set(_known_numa(n) for n in devices[name] if _known_numa(n) is not None)))
+                 for name in names if any(_known_numa(n) is not None for n in devices[name]))
+    if not admitted:
+        partial = [name for name, hint in zip(names, hints) if hint == []]
+        if partial:
+            return ("%s refuses a pod asking for every %s: some of those devices report no NUMA node, so no set of "
+                    "NUMA nodes holds them all and the device manager gives no fitting hint (Topology Affinity Error)"
+                    % (policy, " and ".join(partial)))
+        text = "; ".join("%s on NUMA %s" % (name, ",".join(str(n) for n in span)) for name, span in sorted(spans.items()))
+        if policy == "single-numa-node":
+            return ("single-numa-node refuses a pod asking for every GPU and NIC of this node (%s): it keeps only "
+                    "hints on one NUMA node (Topology Affinity Error); use restricted" % text)
+        return ("restricted refuses a pod asking for every GPU and NIC of this node (%s): their smallest NUMA sets "
+                "differ, so no merged hint is preferred (Topology Affinity Error); use best-effort, or give that pod "
+                "devices that share their NUMA nodes" % text)
+    wide = len(best[0]) > 1 and spans
+    managers = [m for m, on in (("the static CPU manager", cpu_manager_policy == "static"),
+                                ("the Static memory manager", memory_manager_policy == "Static")) if on]
+    if wide and managers:
+        return ("%s admits a pod asking for every GPU and NIC (NUMA %s) only if, with %s, its exclusive CPUs and "
+                "memory (a Guaranteed pod) also need all of NUMA %s: a smaller request gets a narrower preferred "
+                "CPU/memory hint, the merged hint is not preferred, and the pod is refused"
+                % (policy, ",".join(str(n) for n in sorted(best[0])), " and ".join(managers),
+                   ",".join(str(n) for n in sorted(best[0]))))
+    return None

@@ -37,9 +37,14 @@ description:
     C(--cpu-manager-policy), C(--reserved-cpus), C(--memory-manager-policy), C(--reserved-memory), and for the checks
     C(--kube-reserved), C(--system-reserved), C(--eviction-hard), C(--feature-gates)). A later drop-in or a flag that
     overrides a value this module sets is a conflict, handled as O(on_conflict) says.
-  - A change of the CPU or memory manager policy needs the kubelet stopped, its state file
-    (C(cpu_manager_state), C(memory_manager_state)) removed, and a start, so it requires O(restart=true)
-    (drain the node first; the C(kubelet_topology) role can). Other changes restart only with O(restart=true).
+  - Every change the kubelet checks against its checkpoint at start needs the kubelet stopped, the state file
+    removed, and a start, so it requires O(restart=true) (drain the node first; the C(kubelet_topology) role can)
+    C(cpu_manager_state) for a CPU manager policy change and for a C(reservedSystemCPUs) change under C(static);
+    C(memory_manager_state) for a memory manager policy change and for a change of the bytes C(reservedMemory)
+    reserves on a NUMA node under C(Static). A checkpoint the kubelet would already refuse (another policy, a
+    C(static) checkpoint whose C(defaultCpuSet) lacks a reserved CPU, a C(Static) one whose per-NUMA
+    C(systemReserved) differs from the reservation) is removed the same way. Other changes restart only with
+    O(restart=true).
   - After a restart the kubelet must be active and answer C(healthz); otherwise files and state files are restored,
     the kubelet is started again, and the module fails saying whether it is back.
 extends_documentation_fragment:
@@ -66,8 +71,19 @@ options:
   topology_manager_policy_options:
     description:
       - "C(topologyManagerPolicyOptions), for example C({prefer-closest-numa-nodes: \"true\"})."
-      - C(prefer-closest-numa-nodes) needs kubelet 1.28 (1.26 with the alpha gate), C(max-allowable-numa-nodes) 1.31,
+      - C(prefer-closest-numa-nodes) needs kubelet 1.28 (1.26 and 1.27 with C(featureGates.TopologyManagerPolicyOptions)
+        and C(featureGates.TopologyManagerPolicyBetaOptions)), C(max-allowable-numa-nodes) 1.31,
         C(numa-allocation-strategy) and C(numa-score-weights) 1.38 with C(featureGates.TopologyManagerPolicyAlphaOptions).
+      - An option the kubelet would refuse fails the module before anything is written.
+    type: dict
+  topology_manager_default_options:
+    description:
+      - Policy options applied only where they fit, for example C({prefer-closest-numa-nodes: "true"}) (the role's
+        default).
+      - Each is added to C(topologyManagerPolicyOptions) unless O(topology_manager_policy_options) sets it, the node's
+        own configuration (config file, other drop-ins, flags) already sets it, the installed kubelet would refuse it
+        with its version and feature gates, or (C(prefer-closest-numa-nodes)) the policy is not V(best-effort) or
+        V(restricted). Each one left out is a warning and is listed in RV(default_options).
     type: dict
   cpu_manager_policy:
     description: C(cpuManagerPolicy). V(static) needs O(reserved_system_cpus) or a CPU reservation in the config.
@@ -168,9 +184,10 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: NUMA-aligned pods for GPUs and RDMA NICs
+- name: Topology-aligned pods, whole-node pods included (restricted admits a pod whose devices span both sockets)
   rdma.k8s_node.kubelet_topology:
-    topology_manager_policy: single-numa-node
+    topology_manager_policy: restricted
+    topology_manager_default_options: {prefer-closest-numa-nodes: "true"}
     topology_manager_scope: pod
     cpu_manager_policy: static
     reserved_system_cpus: "0-1"
@@ -257,8 +274,18 @@ overridden:
   returned: always
   type: list
   elements: dict
+default_options:
+  description: The O(topology_manager_default_options) applied (C(applied)) and those left out with the reason (C(left_out)).
+  returned: always
+  type: dict
+  sample: {"applied": {}, "left_out": {"prefer-closest-numa-nodes": "prefer-closest-numa-nodes needs kubelet 1.28 or later ..."}}
+stale_state_files:
+  description: Per state file, why the kubelet would refuse it after the change (it is removed with O(restart=true)).
+  returned: always
+  type: dict
+  sample: {"/var/lib/kubelet/memory_manager_state": "reservedMemory changes under the Static memory manager"}
 removed_state_files:
-  description: State files removed because their manager's policy changed.
+  description: State files removed because the kubelet would refuse them after the change (see RV(stale_state_files)).
   returned: always
   type: list
   elements: str
@@ -450,6 +477,12 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
     for layer in layers:
         if layer.get("ours"):
             own.update(documents[layer["path"]]["data"])
+    others = kub.effective([layer for layer in layers if not layer.get("ours")])
+    added, left_out = kub.default_options(params["topology_manager_default_options"], want, others, version)
+    if added:
+        want["topologyManagerPolicyOptions"] = dict(want.get("topologyManagerPolicyOptions") or {}, **added)
+    for reason in left_out.values():
+        module.warn("topology_manager_default_options: left out: %s" % reason)
     planned = kub.plan(layers, want, target, params["on_conflict"], own)
     after = planned["after"]
     for warning in kub.validate(want, after, version, node.cpus_online(), node.numa_nodes()):
@@ -481,7 +514,8 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
     }
     result.extra.update({"changes": changes, "target": {"mode": target["mode"], "path": path},
                          "conflicts": planned["conflicts"], "overridden": planned["overridden"],
-                         "removed_state_files": []})
+                         "removed_state_files": [],
+                         "default_options": {"applied": added, "left_out": left_out}})
     if target["mode"] == "dropin":
         state = observe_file(host, path)
         plans = [plan_file(state, kub.render_own_dropin(planned["content"]), 0o644)]
@@ -505,17 +539,20 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
             result.diffs.append(plan.diff())  # another tool's file: the diff shows every line that changes
     for plan in plans:
         result.add(plan.action())
-    stale_states = kub.state_files_to_remove(changes)
-    # a state file written under another policy (a previous run without the restart, or by hand)
-    for key, state_path in kub.STATE_FILES.items():
-        wanted = after.get(key, kub.DEFAULTS[key])
-        policy = result.observed["state_files"][state_path]
-        if policy is not None and policy.lower() != str(wanted).lower() and state_path not in stale_states:
-            stale_states.append(state_path)
+    reasons = kub.stale_state_reasons(changes, after)
+    # a checkpoint the kubelet would refuse as it is (written under another policy or reservation: by hand, or by a
+    # kubelet that ran with other settings)
+    for state_path in kub.STATE_FILES.values():
+        text = host.read_text(state_path) if state_path not in reasons else None
+        refusal = kub.checkpoint_refusal(state_path, text, after, node.cpus_online()) if text is not None else None
+        if refusal:
+            reasons[state_path] = "the kubelet would refuse %s: %s" % (state_path, refusal)
+    stale_states = [p for p in kub.STATE_FILES.values() if p in reasons]
+    result.extra["stale_state_files"] = dict((p, reasons[p]) for p in stale_states)
     if stale_states and not params["restart"]:
-        raise InputError("changing %s needs restart=true (drain the node first): the kubelet must be stopped while %s "
-                         "is removed, or it crash-loops on the next start" % (", ".join(sorted(
-                             k for k, p in kub.STATE_FILES.items() if p in stale_states)), ", ".join(stale_states)))
+        raise InputError("%s: the kubelet checks this against its checkpoint at start; it needs restart=true (drain "
+                         "the node first): the kubelet must be stopped while %s is removed, or it crash-loops on the "
+                         "next start" % ("; ".join(reasons[p] for p in stale_states), ", ".join(stale_states)))
     needs_restart = bool(plans) or bool(stale_states) or bool(stale_flags)
     if needs_restart and params["restart"]:
         for state_path in stale_states:
@@ -614,6 +651,7 @@ def main():
             topology_manager_policy=dict(type="str", choices=list(kub.TOPOLOGY_POLICIES)),
             topology_manager_scope=dict(type="str", choices=list(kub.TOPOLOGY_SCOPES)),
             topology_manager_policy_options=dict(type="dict"),
+            topology_manager_default_options=dict(type="dict"),
             cpu_manager_policy=dict(type="str", choices=list(kub.CPU_POLICIES)),
             reserved_system_cpus=dict(type="str"),
             memory_manager_policy=dict(type="str", choices=list(kub.MEMORY_POLICIES)),

@@ -14,7 +14,16 @@ NODES = {0, 1}
 @pytest.mark.parametrize("want,current,version,message", [
     ({"topologyManagerPolicy": "numa"}, {}, (1, 30, 0), "topology_manager_policy: 'numa' is not one of"),
     ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}}, {}, (1, 27, 3),
-     "prefer-closest-numa-nodes needs kubelet 1.28 or later or kubelet 1.26+ with featureGates"),
+     "prefer-closest-numa-nodes needs kubelet 1.28 or later or featureGates TopologyManagerPolicyOptions and "
+     "TopologyManagerPolicyBetaOptions: true"),
+    # the alpha gate does not open a beta option (CheckPolicyOptionAvailable, policy_options.go)
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}},
+     {"featureGates": {"TopologyManagerPolicyAlphaOptions": True}}, (1, 26, 0), "needs kubelet 1.28 or later"),
+    # 1.28-1.31: beta, refused when the beta gate is turned off; 1.32: stable, the beta gate no longer matters
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}},
+     {"featureGates": {"TopologyManagerPolicyBetaOptions": False}}, (1, 31, 0), "featureGates TopologyManagerPolicyBetaOptions"),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}},
+     {"featureGates": {"TopologyManagerPolicyOptions": False}}, (1, 32, 0), "featureGates TopologyManagerPolicyOptions"),
     ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "16"}}, {}, (1, 30, 0), "needs kubelet 1.31"),
     ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}}, {}, (1, 31, 0), "integer above 8"),
     ({"topologyManagerPolicyOptions": {"numa-allocation-strategy": "most-allocated"}}, {}, (1, 38, 0), "featureGates"),
@@ -39,7 +48,9 @@ def test_refused_with_reason(want, current, version, message):
     ({"topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod"}, {}, (1, 27, 0)),
     ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}}, {}, (1, 28, 0)),
     ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}},
-     {"featureGates": {"TopologyManagerPolicyAlphaOptions": True}}, (1, 26, 0)),
+     {"featureGates": {"TopologyManagerPolicyOptions": True, "TopologyManagerPolicyBetaOptions": True}}, (1, 26, 0)),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "true"}},
+     {"featureGates": {"TopologyManagerPolicyBetaOptions": False}}, (1, 32, 0)),
     ({"cpuManagerPolicy": "static"}, {"kubeReserved": {"cpu": "500m"}}, (1, 30, 0)),
     ({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1,8"}, {}, (1, 30, 0)),
     ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]},
