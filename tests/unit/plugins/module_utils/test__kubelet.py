@@ -1,5 +1,6 @@
 """_kubelet: every combination the kubelet refuses at start is refused here, with the reason (pure)."""
 
+import json
 import time
 
 import pytest
@@ -162,3 +163,107 @@ def test_version_search_is_linear():
         kub.parse_kubelet_version("1" * 100_000)
     assert kub.parse_kubelet_version("1v2.3.4") == (2, 3, 4)
     assert time.monotonic() - start < 1
+
+
+# -- state files: every change the kubelet checks against its checkpoint ----------------------------------------------
+CPU_STATE, MEMORY_STATE = kub.STATE_FILES["cpuManagerPolicy"], kub.STATE_FILES["memoryManagerPolicy"]
+RES_A = [{"numaNode": 0, "limits": {"memory": "1Gi"}}, {"numaNode": 1, "limits": {"memory": "100Mi"}}]
+RES_B = [{"numaNode": 0, "limits": {"memory": "562Mi"}}, {"numaNode": 1, "limits": {"memory": "562Mi"}}]
+RES_A_SAME = [{"numaNode": 1, "limits": {"memory": "100Mi", "hugepages-1Gi": "0"}},
+              {"numaNode": 0, "limits": {"memory": "1024Mi"}}]
+
+
+@pytest.mark.parametrize("before,after,expected", [
+    ({"cpuManagerPolicy": "none"}, {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"}, [CPU_STATE]),
+    ({"memoryManagerPolicy": "None"}, {"memoryManagerPolicy": "Static", "reservedMemory": RES_A}, [MEMORY_STATE]),
+    ({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"}, {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1"},
+     [CPU_STATE]),
+    ({"cpuManagerPolicy": "none", "reservedSystemCPUs": "0"}, {"cpuManagerPolicy": "none", "reservedSystemCPUs": "0-1"}, []),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": RES_A}, {"memoryManagerPolicy": "Static", "reservedMemory": RES_B},
+     [MEMORY_STATE]),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": RES_A},
+     {"memoryManagerPolicy": "Static", "reservedMemory": RES_A_SAME}, []),
+    ({"memoryManagerPolicy": "None", "reservedMemory": RES_A}, {"memoryManagerPolicy": "None", "reservedMemory": RES_B}, []),
+    ({"topologyManagerPolicy": "none"}, {"topologyManagerPolicy": "restricted"}, []),
+])
+def test_state_files_every_checked_change(before, after, expected):
+    want = dict((k, v) for k, v in after.items() if before.get(k) != v)
+    assert kub.state_files_to_remove(kub.changes(before, after, want), after) == expected
+
+
+def test_state_files_without_after_count_policy_changes_only():
+    changes = {"reservedSystemCPUs": {"before": "0", "after": "0-1"}, "memoryManagerPolicy": {"before": "None", "after": "Static"}}
+    assert kub.state_files_to_remove(changes) == [MEMORY_STATE]
+
+
+def memory_state(reserved, policy="Static", entries=None):
+    machine = dict((str(n), {"numberOfAssignments": 0, "cells": [n], "memoryMap": {"memory": {
+        "total": 1 << 36, "systemReserved": b, "allocatable": (1 << 36) - b, "reserved": 0, "free": (1 << 36) - b}}})
+        for n, b in reserved.items())
+    return json.dumps({"policyName": policy, "machineState": machine, "entries": entries or {}, "checksum": 1})
+
+
+@pytest.mark.parametrize("path,text,settings,online,expected", [
+    (CPU_STATE, '{"policyName": "none"}', {"cpuManagerPolicy": "static"}, None, "written under policy 'none'"),
+    (CPU_STATE, '{"policyName": "none"}', {}, None, None),
+    (CPU_STATE, '{"policyName": "static", "defaultCpuSet": ""}', {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"},
+     CPUS, None),                                                            # empty: the kubelet initialises it
+    (CPU_STATE, '{"policyName": "static", "defaultCpuSet": "0-15"}', {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1"},
+     CPUS, None),
+    (CPU_STATE, '{"policyName": "static", "defaultCpuSet": "0,2-15", "entries": {"pod": {"c": "1"}}}',
+     {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1"}, CPUS, "are not all in its defaultCpuSet"),
+    (CPU_STATE, '{"policyName": "static", "defaultCpuSet": "0-15"}',
+     {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1", "cpuManagerPolicyOptions": {"strict-cpu-reservation": "true"}},
+     CPUS, "strict-cpu-reservation"),
+    (CPU_STATE, '{"policyName": "static", "defaultCpuSet": "0-7"}', {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"},
+     CPUS, "are not the node's"),
+    (CPU_STATE, "{", {}, None, "not JSON"),
+    (MEMORY_STATE, memory_state({0: 1 << 30, 1: 100 << 20}), {"memoryManagerPolicy": "Static", "reservedMemory": RES_A}, None, None),
+    (MEMORY_STATE, memory_state({0: 1 << 30, 1: 100 << 20}), {"memoryManagerPolicy": "Static", "reservedMemory": RES_B}, None,
+     "systemReserved"),
+    (MEMORY_STATE, memory_state({}), {"memoryManagerPolicy": "Static", "reservedMemory": RES_B}, None, None),
+    (MEMORY_STATE, memory_state({}, entries={"pod": {}}), {"memoryManagerPolicy": "Static", "reservedMemory": RES_B}, None,
+     "can not be empty"),
+    (MEMORY_STATE, memory_state({0: 1}, policy="None"), {"memoryManagerPolicy": "None", "reservedMemory": RES_B}, None, None),
+])
+def test_checkpoint_refusal(path, text, settings, online, expected):
+    refusal = kub.checkpoint_refusal(path, text, settings, online)
+    assert refusal is None if expected is None else expected in refusal
+
+
+# -- default policy options ---------------------------------------------------------------------------------------------
+PREFER = {"prefer-closest-numa-nodes": "true"}
+
+
+@pytest.mark.parametrize("want,others,version,added,left", [
+    ({"topologyManagerPolicy": "restricted"}, {}, (1, 28, 0), PREFER, {}),
+    ({"topologyManagerPolicy": "restricted"}, {}, (1, 27, 0), {}, "needs kubelet 1.28 or later"),
+    ({"topologyManagerPolicy": "restricted"}, {"featureGates": {"TopologyManagerPolicyOptions": True,
+                                                                "TopologyManagerPolicyBetaOptions": True}}, (1, 27, 0), PREFER, {}),
+    ({"topologyManagerPolicy": "restricted"}, {"featureGates": {"TopologyManagerPolicyBetaOptions": False}}, (1, 30, 0), {},
+     "TopologyManagerPolicyBetaOptions"),
+    ({"topologyManagerPolicy": "restricted"}, {"featureGates": {"TopologyManagerPolicyBetaOptions": False}}, (1, 32, 0), PREFER, {}),
+    ({}, {"topologyManagerPolicy": "best-effort"}, (1, 31, 0), PREFER, {}),
+    ({}, {}, (1, 31, 0), {}, "not none"),
+    ({"topologyManagerPolicy": "single-numa-node"}, {}, (1, 31, 0), {}, "not single-numa-node"),
+    ({"topologyManagerPolicy": "restricted"}, {"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "false"}},
+     (1, 31, 0), {}, "kept"),
+    ({"topologyManagerPolicy": "restricted", "topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "false"}}, {},
+     (1, 31, 0), {}, {}),
+])
+def test_default_options(want, others, version, added, left):
+    got, left_out = kub.default_options(PREFER, want, others, version)
+    assert got == added
+    if isinstance(left, dict):
+        assert left_out == left
+    else:
+        assert left in left_out["prefer-closest-numa-nodes"]
+
+
+def test_default_options_refuse_unknown_names_and_values():
+    with pytest.raises(InputError):
+        kub.default_options({"bogus": "1"}, {}, {}, (1, 31, 0))
+    with pytest.raises(InputError):
+        kub.default_options({"prefer-closest-numa-nodes": "yes"}, {}, {}, (1, 31, 0))
+    assert kub.default_options({"prefer-closest-numa-nodes": True}, {"topologyManagerPolicy": "restricted"}, {},
+                               (1, 31, 0))[0] == PREFER

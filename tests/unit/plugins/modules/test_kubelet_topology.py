@@ -6,6 +6,11 @@ exit the process when that fails).  One "ok" right after the restart proves noth
 main process answer for ``settle_time`` seconds, else roll back.
 """
 
+import json
+
+import yaml
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from unit.safety.benches import KubeletBench
 from unit.safety.nodes import ModuleFail
 
@@ -54,3 +59,146 @@ def test_a_stable_kubelet_passes_the_settle_time(tmp_path, monkeypatch):
     result = bench.run(bench.args(topology_manager_policy="best-effort", restart=True, restart_timeout=5,
                                   settle_time=2))
     assert result["changed"] is True
+
+
+# -- default policy options: applied only where the kubelet accepts them ----------------------------------------------
+PREFER = {"prefer-closest-numa-nodes": "true"}
+
+
+def config_of(bench):
+    return yaml.safe_load((bench.root / "var/lib/kubelet/config.yaml").read_text())
+
+
+def test_a_default_option_is_applied_where_the_kubelet_accepts_it(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)   # 1.29: prefer-closest-numa-nodes is beta and on by default
+    result = bench.run(bench.args(topology_manager_policy="restricted", topology_manager_default_options=PREFER))
+    assert result["default_options"] == {"applied": PREFER, "left_out": {}}
+    assert config_of(bench)["topologyManagerPolicyOptions"] == PREFER
+    again = bench.run(bench.args(topology_manager_policy="restricted", topology_manager_default_options=PREFER))
+    assert again["changed"] is False
+
+
+def test_a_default_option_the_kubelet_would_refuse_is_left_out_with_a_warning(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch, version="v1.27.9")   # beta, its gates off by default before 1.28
+    result = bench.run(bench.args(topology_manager_policy="restricted", topology_manager_default_options=PREFER))
+    assert result["default_options"]["applied"] == {}
+    assert "needs kubelet 1.28 or later" in result["default_options"]["left_out"]["prefer-closest-numa-nodes"]
+    assert any("left out" in w and "1.28" in w for w in result["warnings"])
+    assert "topologyManagerPolicyOptions" not in config_of(bench)
+    assert config_of(bench)["topologyManagerPolicy"] == "restricted"
+
+
+def test_the_same_option_set_explicitly_is_refused_on_that_kubelet(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch, version="v1.27.9")
+    failure = bench.run(bench.args(topology_manager_policy="restricted", topology_manager_policy_options=PREFER),
+                        expect=ModuleFail)
+    assert "needs kubelet 1.28 or later" in failure["msg"]
+
+
+def test_explicit_settings_win_over_default_options(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    result = bench.run(bench.args(topology_manager_policy="restricted", topology_manager_default_options=PREFER,
+                                  topology_manager_policy_options={"prefer-closest-numa-nodes": "false"}))
+    assert result["default_options"] == {"applied": {}, "left_out": {}}
+    assert config_of(bench)["topologyManagerPolicyOptions"] == {"prefer-closest-numa-nodes": "false"}
+
+
+def test_the_nodes_own_value_is_kept(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    config = bench.root / "var/lib/kubelet/config.yaml"
+    config.write_text(config.read_text() + "topologyManagerPolicyOptions:\n  prefer-closest-numa-nodes: 'false'\n")
+    result = bench.run(bench.args(topology_manager_policy="restricted", topology_manager_default_options=PREFER))
+    assert "kept" in result["default_options"]["left_out"]["prefer-closest-numa-nodes"]
+    assert config_of(bench)["topologyManagerPolicyOptions"] == {"prefer-closest-numa-nodes": "false"}
+
+
+def test_prefer_closest_is_left_out_under_single_numa_node(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch, version="v1.32.1")
+    result = bench.run(bench.args(topology_manager_policy="single-numa-node", topology_manager_default_options=PREFER))
+    assert "only affects the best-effort and restricted" in result["default_options"]["left_out"]["prefer-closest-numa-nodes"]
+    assert "topologyManagerPolicyOptions" not in config_of(bench)
+
+
+# -- every change the kubelet checks against its checkpoint removes the state file ------------------------------------
+MEMORY_STATE = "/var/lib/kubelet/memory_manager_state"
+CPU_STATE = "/var/lib/kubelet/cpu_manager_state"
+GI = 1 << 30
+
+
+def memory_checkpoint(reserved):
+    """A Static memory_manager_state as the kubelet writes it (state.MemoryTable: total, systemReserved,
+    allocatable, reserved, free), two NUMA nodes of 64 GiB, ``reserved`` bytes per node."""
+    machine = dict((str(node), {"numberOfAssignments": 0, "cells": [node], "memoryMap": {"memory": {
+        "total": 64 * GI, "systemReserved": amount, "allocatable": 64 * GI - amount, "reserved": 0,
+        "free": 64 * GI - amount}}}) for node, amount in reserved.items())
+    return json.dumps({"policyName": "Static", "machineState": machine, "checksum": 1})
+
+
+def static_memory_node(tmp_path, monkeypatch, reserved=(("0", "1Gi"), ("1", "100Mi"))):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    config = bench.root / "var/lib/kubelet/config.yaml"
+    config.write_text(config.read_text() + "kubeReserved: {memory: 512Mi}\nsystemReserved: {memory: 512Mi}\n"
+                      "memoryManagerPolicy: Static\nreservedMemory:\n" + "".join(
+                          "- numaNode: %s\n  limits: {memory: %s}\n" % pair for pair in reserved))
+    table = dict((int(n), kub.parse_quantity(q, "q")) for n, q in reserved)
+    (bench.root / MEMORY_STATE.lstrip("/")).write_text(memory_checkpoint(table))
+    return bench
+
+
+RESPLIT = [{"numa_node": 0, "limits": {"memory": "562Mi"}}, {"numa_node": 1, "limits": {"memory": "562Mi"}}]
+
+
+def test_a_reserved_memory_change_under_static_needs_the_restart(tmp_path, monkeypatch):
+    bench = static_memory_node(tmp_path, monkeypatch)
+    failure = bench.run(bench.args(memory_manager_policy="Static", reserved_memory=RESPLIT), expect=ModuleFail)
+    assert "reservedMemory changes under the Static memory manager" in failure["msg"] and "restart=true" in failure["msg"]
+    assert (bench.root / MEMORY_STATE.lstrip("/")).exists()
+
+
+def test_a_reserved_memory_change_under_static_removes_the_checkpoint(tmp_path, monkeypatch):
+    bench = static_memory_node(tmp_path, monkeypatch)
+    result = bench.run(bench.args(memory_manager_policy="Static", reserved_memory=RESPLIT, restart=True,
+                                  restart_timeout=1))
+    assert result["removed_state_files"] == [MEMORY_STATE]
+    assert not (bench.root / MEMORY_STATE.lstrip("/")).exists()
+    assert CPU_STATE not in result["stale_state_files"]
+
+
+def test_the_same_reservation_written_otherwise_keeps_the_checkpoint(tmp_path, monkeypatch):
+    """1Gi and 1024Mi are the same bytes: the kubelet's machine state is the same, nothing to remove."""
+    bench = static_memory_node(tmp_path, monkeypatch)
+    same = [{"numa_node": 0, "limits": {"memory": "1024Mi"}}, {"numa_node": 1, "limits": {"memory": "100Mi"}}]
+    result = bench.run(bench.args(memory_manager_policy="Static", reserved_memory=same))
+    assert result["stale_state_files"] == {} and (bench.root / MEMORY_STATE.lstrip("/")).exists()
+
+
+def test_a_checkpoint_of_another_reservation_is_removed(tmp_path, monkeypatch):
+    bench = static_memory_node(tmp_path, monkeypatch)
+    (bench.root / MEMORY_STATE.lstrip("/")).write_text(memory_checkpoint({0: 562 << 20, 1: 562 << 20}))
+    result = bench.run(bench.args(memory_manager_policy="Static", restart=True, restart_timeout=1))
+    assert "systemReserved" in result["stale_state_files"][MEMORY_STATE]
+    assert result["removed_state_files"] == [MEMORY_STATE]
+
+
+def test_a_reserved_memory_change_under_none_keeps_the_checkpoint(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    (bench.root / MEMORY_STATE.lstrip("/")).write_text(json.dumps({"policyName": "None", "machineState": {}}))
+    result = bench.run(bench.args(reserved_memory=RESPLIT))
+    assert result["stale_state_files"] == {} and result["removed_state_files"] == []
+
+
+def test_a_reserved_cpus_change_under_static_removes_the_cpu_checkpoint(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    config = bench.root / "var/lib/kubelet/config.yaml"
+    config.write_text(config.read_text().replace("cpuManagerPolicy: none", "cpuManagerPolicy: static\nreservedSystemCPUs: '0'"))
+    (bench.root / CPU_STATE.lstrip("/")).write_text(json.dumps({"policyName": "static", "defaultCpuSet": "0-3"}))
+    failure = bench.run(bench.args(reserved_system_cpus="0-1"), expect=ModuleFail)
+    assert "reservedSystemCPUs changes (0 -> 0-1) under the static CPU manager" in failure["msg"]
+    result = bench.run(bench.args(reserved_system_cpus="0-1", restart=True, restart_timeout=1))
+    assert result["removed_state_files"] == [CPU_STATE]
+
+
+def test_a_reserved_cpus_change_under_none_keeps_the_cpu_checkpoint(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    result = bench.run(bench.args(reserved_system_cpus="0-1"))
+    assert result["stale_state_files"] == {} and (bench.root / CPU_STATE.lstrip("/")).exists()
