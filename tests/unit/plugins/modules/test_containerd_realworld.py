@@ -17,6 +17,7 @@ collection's keys.
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tomllib
@@ -30,6 +31,7 @@ from unit.safety.nodes import FakeSystemd, ModuleFail, tool
 
 CORPUS = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "realworld"
 CACHE = pathlib.Path(os.environ.get("CONTAINERD_CACHE", "/var/cache/rdma-k8s-node/containerd"))
+BUILD_SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "scripts" / "build-containerd"
 #: release line -> the version scripts/build-containerd builds, and what `containerd --version` of the stand-in says
 LINES = {
     (1, 6): ("v1.6.38", "containerd github.com/containerd/containerd v1.6.38"),
@@ -156,15 +158,52 @@ CASES = [
 
 
 # -- the real containerd, run in a chroot of the node tree ------------------------------------------------------
+def required_versions():
+    """The versions scripts/setup builds (scripts/build-containerd's REQUIRED_VERSIONS)."""
+    match = re.search(r"^REQUIRED_VERSIONS=\(([^)]*)\)", BUILD_SCRIPT.read_text(), re.MULTILINE)
+    return set(match.group(1).split()) if match else set()
+
+
+def missing(why, version):
+    """Skip, or under scripts/test (RDMA_REQUIRE_CONTAINERD=1) fail when scripts/setup should have built ``version``."""
+    if os.environ.get("RDMA_REQUIRE_CONTAINERD") == "1" and version in required_versions():
+        pytest.fail("%s, and scripts/setup builds it for scripts/test (RDMA_REQUIRE_CONTAINERD=1)" % why)
+    pytest.skip(why)
+
+
 def real_binaries(line):
-    """The cached directory with containerd and ctr of this release line, or skip saying how to get it."""
+    """The cached directory with containerd and ctr of this release line, or skip saying how to get it (fail under
+    scripts/test for the versions scripts/setup builds)."""
     version = LINES[line][0]
     directory = CACHE / version
     if not ((directory / "containerd").is_file() and (directory / "ctr").is_file()):
-        pytest.skip("no containerd %s in %s (build it: scripts/build-containerd %s)" % (version, CACHE, version))
+        missing("no containerd %s in %s (build it: scripts/build-containerd %s)" % (version, CACHE, version), version)
     if os.geteuid() != 0 or not shutil.which("chroot"):
-        pytest.skip("running the real containerd in the node tree needs root and chroot(8)")
+        missing("running the real containerd in the node tree needs root and chroot(8)", version)
     return directory
+
+
+def test_setup_builds_one_containerd_of_each_line():
+    """scripts/setup's versions are versions these tests know, one 1.6, one 1.7 and one 2.x."""
+    required = required_versions()
+    assert required <= set(version for version, dummy_text in LINES.values())
+    assert sorted(version.split(".")[0] + "." + version.split(".")[1] if version.startswith("v1") else "v2"
+                  for version in required) == ["v1.6", "v1.7", "v2"]
+
+
+def test_a_missing_required_binary_fails_under_scripts_test_and_skips_alone(monkeypatch, tmp_path):
+    monkeypatch.setitem(globals(), "CACHE", tmp_path)
+    line = next(line for line, (version, dummy) in LINES.items() if version in required_versions())
+    monkeypatch.delenv("RDMA_REQUIRE_CONTAINERD", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="build it: scripts/build-containerd"):
+        real_binaries(line)
+    monkeypatch.setenv("RDMA_REQUIRE_CONTAINERD", "1")
+    with pytest.raises(pytest.fail.Exception, match="scripts/setup builds it"):
+        real_binaries(line)
+    optional = [line for line, (version, dummy) in LINES.items() if version not in required_versions()]
+    if optional:  # a line setup does not build is still skipped
+        with pytest.raises(pytest.skip.Exception):
+            real_binaries(optional[0])
 
 
 def install_binaries(root, directory, bin_dir):
