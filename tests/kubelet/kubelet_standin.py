@@ -15,10 +15,15 @@ no API server).  Each rule below is the kubelet's, with the source it comes from
   ("unable to determine reserved CPU resources for static policy" / "... to be greater than zero"), within the
   online CPUs; the checkpoint ``cpu_manager_state`` must name the configured policy, else the start fails with
   ``could not restore state from checkpoint: configured policy "X" differs from state checkpoint policy "Y"``;
-  a missing checkpoint is written with the configured policy.
+  a missing checkpoint is written with the configured policy (static: ``defaultCpuSet`` = the online CPUs).  An
+  existing static checkpoint must hold every reserved CPU in ``defaultCpuSet`` and, with its assignments, exactly
+  the online CPUs (policy_static.go validateState: "not all reserved cpus ... are present in defaultCpuSet").
 * Memory manager (pkg/kubelet/cm/memorymanager): None or Static; Static needs reservedMemory whose total equals
   kubeReserved + systemReserved + evictionHard memory.available (default 100Mi); same checkpoint rule with
-  ``memory_manager_state``.
+  ``memory_manager_state``.  Static writes the machine state (per NUMA node: total from the node's meminfo, the
+  node's reservation as ``systemReserved``) and refuses an existing one that differs ("[memorymanager] the expected
+  machine state is different from the real one": policy_static.go validateState / getDefaultMachineState), so a
+  ``reservedMemory`` change with the old checkpoint left in place fails the start, as on a real node.
 * It serves ``/healthz`` ("ok") on healthzBindAddress:healthzPort (default 127.0.0.1:10248) BEFORE the managers
   restore their checkpoints (cmd/kubelet/app/server.go starts healthz with RunKubelet; the container manager
   starts later in initializeRuntimeDependentModules and exits the process when a checkpoint is refused), so a
@@ -93,21 +98,127 @@ def cpus(text):
     return out
 
 
-def checkpoint(name, policy):
+def fmt_cpus(values):
+    out, values = [], sorted(values)
+    start = prev = None
+    for cpu in values + [None]:
+        if start is not None and (cpu is None or cpu != prev + 1):
+            out.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            start = None
+        if cpu is not None and start is None:
+            start = cpu
+        prev = cpu
+    return ",".join(out)
+
+
+def reservation(config):
+    """{numa node: {resource: bytes}} of reservedMemory (memorymanager/memory_manager.go convertReserved: per node,
+    per resource, a later entry wins)."""
+    out = {}
+    for entry in config.get("reservedMemory") or []:
+        for kind, amount in (entry.get("limits") or {}).items():
+            out.setdefault(int(entry["numaNode"]), {})[kind] = quantity(amount)
+    return out
+
+
+def numa_memory():
+    """{numa node: MemTotal bytes} from /sys/devices/system/node/node*/meminfo (0 when absent)."""
+    base = os.path.join(ROOT, "sys/devices/system/node")
+    out = {}
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        if re.match(r"^node\d+$", name):
+            total = 0
+            try:
+                with open(os.path.join(base, name, "meminfo"), encoding="utf-8") as handle:
+                    match = re.search(r"MemTotal:\s+(\d+) kB", handle.read())
+                    total = int(match.group(1)) * 1024 if match else 0
+            except OSError:
+                pass
+            out[int(name[4:])] = total
+    return out or {0: 0}
+
+
+def machine_state(config):
+    """The Static policy's default machine state (memorymanager/policy_static.go getDefaultMachineState): per NUMA
+    node, regular memory with its total, the reservation of that node (systemReserved), allocatable = free = total -
+    reserved."""
+    reserved = reservation(config)
+    state = {}
+    for node, total in numa_memory().items():
+        amount = reserved.get(node, {}).get("memory", 0)
+        state[str(node)] = {"numberOfAssignments": 0, "cells": [node], "memoryMap": {"memory": {
+            "total": total, "systemReserved": amount, "allocatable": total - amount, "reserved": 0,
+            "free": total - amount}}}
+    return state
+
+
+def validate_cpu_state(saved, reserved, online):
+    """cpumanager/policy_static.go staticPolicy.validateState (without strict-cpu-reservation): an empty checkpoint
+    is initialised; otherwise every reserved CPU must be in defaultCpuSet, and defaultCpuSet with the assignments
+    must be the online CPUs."""
+    default = cpus(saved.get("defaultCpuSet") or "")
+    assigned = set()
+    for containers in (saved.get("entries") or {}).values():
+        for value in containers.values():
+            assigned |= cpus(value)
+    if not default:
+        if assigned:
+            die("failed to initialize cpu manager: default cpuset cannot be empty")
+        return
+    if not reserved <= default:
+        die('failed to initialize cpu manager: not all reserved cpus: "%s" are present in defaultCpuSet: "%s"'
+            % (fmt_cpus(reserved), fmt_cpus(default)))
+    if default | assigned != online:
+        die('failed to initialize cpu manager: current set of available CPUs "%s" doesn\'t match with CPUs in state "%s"'
+            % (fmt_cpus(online), fmt_cpus(default | assigned)))
+
+
+def validate_memory_state(saved, config):
+    """memorymanager/policy_static.go staticPolicy.validateState: an empty machine state is initialised; otherwise
+    it must equal the one rebuilt from the machine and reservedMemory (areMachineStatesEqual compares total,
+    systemReserved and allocatable per node and resource)."""
+    machine = saved.get("machineState") or {}
+    if not machine:
+        if saved.get("entries"):
+            die("failed to start memory manager: [memorymanager] machine state can not be empty when it has memory "
+                "assignments")
+        return
+    expected = machine_state(config)
+
+    def tables(state):
+        return dict((str(node), dict((kind, (t.get("total"), t.get("systemReserved"), t.get("allocatable")))
+                                     for kind, t in (value.get("memoryMap") or {}).items()))
+                    for node, value in state.items())
+    if tables(machine) != tables(expected):
+        die("failed to start memory manager: [memorymanager] the expected machine state is different from the real one")
+
+
+def checkpoint(name, policy, config, online):
+    """restoreState (cpumanager and memorymanager state/state_checkpoint.go): the checkpoint must name the
+    configured policy; then the policy's Start validates it (validateState above); a missing one is written."""
     path = os.path.join(STATE_DIR, name)
+    manager = "CPU" if name == "cpu_manager_state" else "memory"
     if os.path.exists(path):
         with open(path, encoding="utf-8") as handle:
             try:
-                saved = json.load(handle).get("policyName")
+                saved = json.load(handle)
             except ValueError:
                 die("could not restore state from checkpoint: checkpoint is corrupted")
-        if saved != policy:
+        if saved.get("policyName") != policy:
             die('could not restore state from checkpoint: configured policy "%s" differs from state checkpoint '
-                'policy "%s", please drain this node and delete the CPU manager checkpoint file "%s" before '
-                "restarting Kubelet" % (policy, saved, "/var/lib/kubelet/" + name))
+                'policy "%s", please drain this node and delete the %s manager checkpoint file "%s" before '
+                "restarting Kubelet" % (policy, saved.get("policyName"), manager, "/var/lib/kubelet/" + name))
+        if policy == "static":
+            validate_cpu_state(saved, cpus(config.get("reservedSystemCPUs", "")), online)
+        if policy == "Static":
+            validate_memory_state(saved, config)
         return
+    if name == "cpu_manager_state":
+        data = {"policyName": policy, "defaultCpuSet": fmt_cpus(online) if policy == "static" else "", "checksum": 0}
+    else:
+        data = {"policyName": policy, "machineState": machine_state(config) if policy == "Static" else {}, "checksum": 0}
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"policyName": policy, "defaultCpuSet": "", "checksum": 0}, handle)
+        json.dump(data, handle)
 
 
 def start(argv):
@@ -178,8 +289,10 @@ def start(argv):
     server = http.server.HTTPServer((address, port), Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     time.sleep(float(os.environ.get("KUBELET_STANDIN_MODULES_DELAY", "3")))
-    checkpoint("cpu_manager_state", cpu_policy)
-    checkpoint("memory_manager_state", memory_policy)
+    with open(os.path.join(ROOT, "sys/devices/system/cpu/online"), encoding="utf-8") as handle:
+        online_cpus = cpus(handle.read().strip())
+    checkpoint("cpu_manager_state", cpu_policy, config, online_cpus)
+    checkpoint("memory_manager_state", memory_policy, config, online_cpus)
     sys.stderr.write("I kubelet %s started: topologyManagerPolicy=%s cpuManagerPolicy=%s memoryManagerPolicy=%s\n"
                      % (text, policy, cpu_policy, memory_policy))
     threading.Event().wait()
