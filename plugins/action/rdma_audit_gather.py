@@ -16,9 +16,12 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
+
 UNSET = "__unset__"
 _SPEC = {
     "host_root": {"type": "path", "default": "/"},
+    "desired_state": {"type": "bool", "default": False},
     "desired_vars": {"type": "list", "elements": "str", "default": []},
 }
 
@@ -39,7 +42,9 @@ class ActionModule(ActionBase):
         params = validated.validated_parameters
         # exactly what `query('ansible.builtin.vars', *names, default='__unset__')` returned in the set_fact
         desired = {}
-        for name in params["desired_vars"]:
+        names = list(_layers.desired_vars()) if params["desired_state"] else []
+        names.extend(name for name in params["desired_vars"] if name not in names)
+        for name in names:
             desired[name] = self._templar.template(task_vars[name]) if name in task_vars else UNSET
         try:
             module = self._execute_module(module_name="rdma.k8s_node.rdma_facts",

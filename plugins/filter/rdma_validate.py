@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import _plain
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._hostvars import plain as _plain
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _validate
 
 

@@ -14,8 +14,8 @@ short_description: Gather a node's RDMA facts and its desired state for the drif
 version_added: 0.1.0
 description:
   - An action plugin for the C(rdma.k8s_node.rdma_audit) role. It runs M(rdma.k8s_node.rdma_facts) on the node
-    (the audit's only call to the node) and resolves the variables named in O(desired_vars) on the controller, with
-    the task's variables in scope (play vars, role params, inventory, extra vars), in the same task.
+    (the audit's only call to the node) and resolves the desired-state variables on the controller, with the task's
+    variables in scope (play vars, role params, inventory, extra vars), in the same task.
   - Doing both in one task saves a worker fork and a result round per host against a separate C(set_fact),
     which is what bounds the audit's controller cost at hundreds of hosts.
 author:
@@ -26,6 +26,12 @@ extends_documentation_fragment:
   - rdma.k8s_node.attributes.info_module
   - rdma.k8s_node.host_root
 options:
+  desired_state:
+    description:
+      - Resolve every layer's desired-state variables, as the collection's layer registry lists them (the
+        provisioning roles' variables the audit compares with), besides the ones named in O(desired_vars).
+    type: bool
+    default: false
   desired_vars:
     description:
       - Names of the variables to resolve on the controller and return in RV(rdma_audit_desired).
@@ -47,6 +53,11 @@ seealso:
 EXAMPLES = r"""
 - name: Facts and desired state of each host, for the audit filter
   rdma.k8s_node.rdma_audit_gather:
+    desired_state: true
+  register: audit_input
+
+- name: Facts and two chosen variables
+  rdma.k8s_node.rdma_audit_gather:
     desired_vars: [rdma_netns_mode, containerd_rdma_memlock]
   register: audit_input
 """
@@ -57,7 +68,7 @@ ansible_facts:
   returned: when the node was reached
   type: dict
 rdma_audit_desired:
-  description: Each name of O(desired_vars) with its value as the task saw it, or V(__unset__).
+  description: Each variable resolved (O(desired_state), O(desired_vars)) with its value as the task saw it, or V(__unset__).
   returned: always
   type: dict
   sample: {"rdma_netns_mode": "exclusive", "containerd_rdma_memlock": "__unset__"}

@@ -22,7 +22,6 @@ from collections import Counter
 
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
-from ansible_collections.rdma.k8s_node.plugins.filter.rdma_summary import rdma_topo_matrix
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
@@ -35,13 +34,16 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as _sysctl_mod
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs, rdma_sysctl_settings
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._sysctl_settings import rdma_netdevs, rdma_sysctl_settings
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "drift", "fail", "unknown")
 # the worst status of a host or an inventory: fail > unknown > drift > ok (unknown may hide a failure)
 _RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
-LAYERS = ("facts", "drivers", "kernel", "netns", "sysctl", "sriov", "containerd", "kubelet", "topology")
+# the facts pseudo-layer, then every layer of the registry (plugin_utils/_layers.py), in its order
+LAYERS = (_layers.FACTS_LAYER,) + _layers.names()
 # PCIe distance classes of nvidia-smi topo, best first
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 ZERO_GUID = "0000:0000:0000:0000"
@@ -54,21 +56,10 @@ NETNS_CONF_FILE = "/etc/modprobe.d/rdma-k8s-node-ib_core.conf"
 PEERMEM_DROPIN = "/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf"
 
 
-# The inventory variables the audit reads as the desired state: the provisioning roles' own (same names, same
-# defaults) and the audit's.  A host that does not set one gets the role default (see plugins/filter/rdma_audit.py).
-DESIRED_VARS = (
-    "rdma_kernel_iommu_passthrough", "rdma_kernel_vendor_iommu", "rdma_kernel_extra_args", "rdma_kernel_absent_args",
-    "rdma_netns_mode", "rdma_netns_conf_file",
-    "rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file",
-    "sriov_pfs",
-    "containerd_rdma_memlock", "containerd_rdma_cdi",
-    "kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
-    "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
-    "kubelet_topology_memory_manager_policy", "kubelet_topology_mode",
-    "rdma_k8s_node_doca_ofed", "doca_ofed_version", "doca_ofed_profile",
-    "nvidia_peermem_method", "rdma_audit_ofed_version",
-    "rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu",
-)
+# The inventory variables the audit reads as the desired state: the layers' own (the provisioning roles' variables,
+# same names, same defaults; registry order).  A host that does not set one gets the role default
+# (see plugins/filter/rdma_audit.py).
+DESIRED_VARS = _layers.desired_vars()
 
 
 def worst(statuses):
@@ -80,8 +71,8 @@ def worst(statuses):
     return found
 
 
-# check id prefixes that belong to another layer
-_PREFIX_LAYER = {"gpudirect": "drivers", "mtu": "topology", "cgroup": "topology"}
+# check id prefixes that belong to another layer (``gpudirect`` -> drivers), from the registry
+_PREFIX_LAYER = _layers.prefix_layers()
 
 
 def layer_of(check_id):
@@ -806,6 +797,23 @@ def _cgroup(checks, facts):
 
 
 # -- driver ---------------------------------------------------------------------------------------------------------
+def _sysctl_layer(checks, facts, desired):
+    _sysctl(checks, facts, desired, rdma_netdevs(facts))
+
+
+def _topology_layer(checks, facts, desired):
+    _topology(checks, facts, desired)
+    _mtu(checks, facts, desired)
+    _cgroup(checks, facts)
+
+
+# the judge of each layer of the registry (a test holds the two to the same names)
+_JUDGES = {
+    "drivers": _drivers, "kernel": _kernel, "netns": _netns, "sysctl": _sysctl_layer, "sriov": _sriov,
+    "containerd": _containerd_checks, "kubelet": _kubelet, "topology": _topology_layer,
+}
+
+
 def option_problems(desired):
     """The audit's own per-host options (inventory values the role's run_once check does not see) that are not
     what the role's argument spec allows: ``(problems, desired without them)``; pure."""
@@ -852,16 +860,9 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
     for section in ("persisted", "drivers"):
         for problem in (facts.get(section) or {}).get("problems") or []:
             checks.add("facts.read", "unknown", subject=problem.get("path"), detail=problem.get("error"))
-    _drivers(checks, facts, desired)
-    _kernel(checks, facts, desired)
-    _netns(checks, facts, desired)
-    _sysctl(checks, facts, desired, rdma_netdevs(facts))
-    _sriov(checks, facts, desired)
-    _containerd_checks(checks, facts, desired)
-    _kubelet(checks, facts, desired)
-    _topology(checks, facts, desired)
-    _mtu(checks, facts, desired)
-    _cgroup(checks, facts)
+    for layer in _layers.names():
+        if layer in layers:
+            _JUDGES[layer](checks, facts, desired)
     return checks.items
 
 

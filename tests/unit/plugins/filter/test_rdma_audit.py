@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rdma.k8s_node.plugins.filter import rdma_audit as F
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
 
 hwsim = pytest.importorskip("hwsim")
 
@@ -188,8 +189,13 @@ def test_audit_playbook_on_simulated_nodes(tmp_path):
 
 
 def test_role_reads_the_same_variables_as_the_audit():
+    """The role asks the gather action for the registry's variables, which are the audit's (no list of its own)."""
     role_vars = yaml.safe_load((REPO / "roles" / "rdma_audit" / "vars" / "main.yml").read_text())
-    assert role_vars["rdma_audit__desired_vars"] == list(_audit.DESIRED_VARS)
+    assert "rdma_audit__desired_vars" not in role_vars
+    tasks = yaml.safe_load((REPO / "roles" / "rdma_audit" / "tasks" / "main.yml").read_text())
+    gather = [t for t in tasks if "rdma.k8s_node.rdma_audit_gather" in t][0]["rdma.k8s_node.rdma_audit_gather"]
+    assert gather["desired_state"] == "{{ rdma_audit_mode == 'desired' }}"
+    assert _layers.desired_vars() == _audit.DESIRED_VARS
 
 
 def test_desired_var_built_by_the_role_wins_and_nulls_take_defaults(roce_facts):

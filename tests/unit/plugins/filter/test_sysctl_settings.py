@@ -4,7 +4,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rdma.k8s_node.plugins.filter.sysctl_settings import rdma_netdevs, rdma_sysctl_settings
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._sysctl_settings import rdma_netdevs, rdma_sysctl_settings
 
 FACTS = {"devices": [
     {"name": "mlx5_0", "is_vf": False, "netdevs": ["ibp24s0"]},

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The registry of the collection's layers: one entry per layer, and everything that lists layers derives from it.
+
+Derived from :data:`LAYERS` (tests/unit/plugins/plugin_utils/test__layers.py holds the YAML consumers to it):
+
+* the audit's layer list, the desired-state variables it reads and the check-id prefixes of each layer
+  (plugin_utils/_audit.py), and which layer judges in which order;
+* the roles whose defaults are the desired state where a host sets nothing (plugins/filter/rdma_audit.py);
+* the variables ``rdma_audit_gather`` resolves per host (its default ``desired_vars``);
+* the ``rdma_audit_layers`` choices of the rdma_audit role's argument spec, and the order of the layers in
+  ``playbooks/provision.yml`` (both YAML, so a test compares them with this registry);
+* the docs anchor of each layer.
+
+Pure data, no I/O.  See docs/architecture.md for the walkthrough of adding a layer.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+from collections import namedtuple
+
+Layer = namedtuple("Layer", (
+    "name",            # the layer's name in the audit report and in rdma_audit_layers
+    "title",           # for humans (docs, reports)
+    "roles",           # the roles that provision it, in provision order
+    "variables",       # the inventory variables that are its desired state (the roles' own names)
+    "check_prefixes",  # check-id prefixes judged in this layer besides its name (``gpudirect.path`` -> drivers)
+    "facts_keys",      # the keys of ansible_facts.rdma the audit judges it with
+    "docs",            # where it is documented
+))
+
+LAYERS = (
+    Layer("drivers", "Drivers (DOCA-OFED) and GPUDirect RDMA", ("doca_ofed", "nvidia_peermem"),
+          ("rdma_k8s_node_doca_ofed", "doca_ofed_version", "doca_ofed_profile", "nvidia_peermem_method",
+           "rdma_audit_ofed_version"),
+          ("gpudirect",), ("modules", "drivers", "gpus", "devices", "kernel_cmdline", "persisted"), "docs/drivers.md"),
+    Layer("kernel", "Kernel boot arguments", ("rdma_kernel",),
+          ("rdma_kernel_iommu_passthrough", "rdma_kernel_vendor_iommu", "rdma_kernel_extra_args",
+           "rdma_kernel_absent_args"),
+          (), ("kernel_cmdline", "persisted"), "docs/kernel.md#boot-arguments-kernel_cmdline-role-rdma_kernel"),
+    Layer("netns", "RDMA subsystem netns mode", ("rdma_netns",),
+          ("rdma_netns_mode", "rdma_netns_conf_file"),
+          (), ("netns_mode", "persisted", "device_plugins"), "docs/kernel.md#rdma-netns-mode-rdma_netns-role-rdma_netns"),
+    Layer("sysctl", "ARP and reverse-path sysctls of the RDMA netdevs", ("rdma_sysctl",),
+          ("rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file"),
+          (), ("sysctl", "persisted", "devices"), "docs/kernel.md#arp-and-reverse-path-filtering-sysctl_dropin-role-rdma_sysctl"),
+    Layer("sriov", "SR-IOV VFs and InfiniBand VF GUIDs", ("sriov",),
+          ("sriov_pfs",),
+          (), ("devices", "persisted"), "docs/sriov.md"),
+    Layer("containerd", "containerd: memlock, base runtime spec, CDI", ("containerd_rdma",),
+          ("containerd_rdma_memlock", "containerd_rdma_cdi"),
+          (), ("runtime",), "docs/containerd.md"),
+    Layer("kubelet", "kubelet Topology, CPU and memory managers", ("kubelet_topology",),
+          ("kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
+           "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
+           "kubelet_topology_memory_manager_policy", "kubelet_topology_mode"),
+          (), ("runtime",), "docs/kubelet.md"),
+    Layer("topology", "GPU-NIC affinity, MTU and the RDMA cgroup (judged, not provisioned)", (),
+          ("rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu"),
+          ("mtu", "cgroup"), ("gpus", "devices", "gpu_nic_affinity", "numa_nodes", "mtu", "rdma_cgroup"),
+          "docs/audit.md#checks"),
+)
+
+# the pseudo-layer of the audit's own checks (facts gathered, files readable, options valid): always reported
+FACTS_LAYER = "facts"
+# the audit's role: its defaults hold the topology layer's variables
+AUDIT_ROLE = "rdma_audit"
+
+
+def names():
+    """The layer names, in the audit's order."""
+    return tuple(layer.name for layer in LAYERS)
+
+
+def by_name(name):
+    """The registry entry of ``name`` (KeyError for an unknown layer)."""
+    for layer in LAYERS:
+        if layer.name == name:
+            return layer
+    raise KeyError(name)
+
+
+def desired_vars():
+    """Every layer's desired-state variables, in registry order, each once."""
+    seen = []
+    for layer in LAYERS:
+        seen.extend(var for var in layer.variables if var not in seen)
+    return tuple(seen)
+
+
+def prefix_layers():
+    """``{check-id prefix: layer}`` for the prefixes that are not a layer's own name."""
+    return dict((prefix, layer.name) for layer in LAYERS for prefix in layer.check_prefixes)
+
+
+def provision_roles():
+    """The provisioning roles in the order ``playbooks/provision.yml`` runs them.
+
+    Registry order, except that GPUDirect (``nvidia_peermem``) runs after the sysctls: it needs the drivers the
+    DOCA-OFED role installed and an RDMA stack that is no longer restarted, and it is the drivers layer's second role.
+    """
+    first = [layer.roles[0] for layer in LAYERS if layer.roles]
+    later = [role for layer in LAYERS for role in layer.roles[1:]]
+    order = []
+    for role in first:
+        order.append(role)
+        if role == "rdma_sysctl":
+            order.extend(later)
+    return tuple(order)
+
+
+def default_roles():
+    """The roles whose ``defaults/main.yml`` give the desired state where a host sets nothing."""
+    return tuple(role for layer in LAYERS for role in layer.roles) + (AUDIT_ROLE,)
