@@ -115,9 +115,9 @@ def command_line(host, files, service, problems):
         return out
     argv = [word for word, dummy_origin in words]
     out["argv"], out["from"] = argv, words[0][1].get("file")
-    binary = posixpath.basename(argv[0])
-    if binary in ("k3s", "rke2"):
-        out["tool"] = binary
+    program = posixpath.basename(argv[0])
+    if program in ("k3s", "rke2"):
+        out["tool"] = program
         data_dir = _flag(argv[1:], "data-dir", "d")
         out["data_dir"] = posixpath.normpath(posixpath.join("/", data_dir)) if data_dir else None
     else:

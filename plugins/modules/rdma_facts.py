@@ -343,9 +343,9 @@ ansible_facts:
               process, read by the observer of the containerd_rdma module - the service and its unit files, the config
               file containerd reads (C(config_path), from C(ExecStart --config) or k3s/rke2) with its imports,
               C(generated_config), C(key_sources) (the file each key the collection sets comes from) and
-              C(derived_from) (the owner's spec of each derived copy); the kubelet's command line (from its process or its systemd unit), config file and C(--config-dir)
-              drop-ins as layers in the kubelet's order with the flags that override them, the effective
-              topology/CPU/memory manager settings and state-file policies.
+              C(derived_from) (the owner's spec of each derived copy); the kubelet's command line (from its process
+              or its systemd unit), config file and C(--config-dir) drop-ins as layers in the kubelet's order with the
+              flags that override them, the effective topology/CPU/memory manager settings and state-file policies.
             - Values that cannot be read are null, with the reason in its own C(problems) list.
           type: dict
           returned: always
