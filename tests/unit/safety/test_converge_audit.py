@@ -1,0 +1,243 @@
+"""After converge the audit is ok; after one layer is changed behind the collection's back, exactly that layer drifts
+(issue 17, "Done when", for the layers the node simulator runs in-process: netns, sysctl, sriov).
+
+Every simulator archetype, random valid desired states (hypothesis).  Per example, on a freshly powered-on simulated
+node:
+
+1. converge with the modules, called with the arguments the roles give them (the same filter for the sysctl
+   settings, the sriov role's own template for the boot unit's state file);
+2. every module run again changes nothing, and ``rdma_facts`` + the audit (the same desired state, as the role's
+   defaults fill it) report ``ok`` in every layer converged;
+3. one layer is changed behind the collection's back (the live netns mode or its modprobe.d file, a live sysctl, the
+   VF count), then the audit reports that layer, and only that layer, as not ok, and the modules' check-mode plans
+   agree: the perturbed layer's module has work (or refuses without ``allow_vf_reset``), the others have none.
+
+The kernel boot arguments (GRUB tooling), drivers, containerd and the kubelet are proved by their molecule
+scenarios (real containerd, the kubelet stand-in, the VM's real kernel): they do not run in-process here.
+"""
+
+import json
+import pathlib
+import tempfile
+
+import jinja2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
+from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, rdma_facts, rdma_netns, sriov_vfs, sysctl_dropin
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._sysctl_settings import rdma_sysctl_settings
+from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module
+from unit.plugins.modules.simnode import sim_node
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+ARCHETYPES = ("dgx-h100", "roce-cx6dx", "numa-split", "a100-10nic", "dell-xe9680-12nic", "no-rdma")
+LAYERS = ("netns", "sysctl", "sriov")
+DEFAULTS = role_defaults()
+SRIOV_DEFAULTS = {"sriov_allow_vf_reset": False, "sriov_firmware_check": "auto", "sriov_timeout": 120,
+                  "sriov_guid_prefix": "02", "sriov_guid_pool_file": "/etc/sriov-operator/infiniband/guids",
+                  "sriov_export_operator_pool": "auto"}
+STATE_FILE = "etc/rdma-k8s-node/sriov.json"
+# the values the modules accept (plugins/module_utils/_sysctl.py TYPED); the host-wide arp_ignore stays below 2,
+# which the audit fails on by rule (pods' /32 routes stop answering ARP: sysctl.host_arp_ignore)
+ARP_IGNORE = (0, 1, 2, 3, 8)
+ARP_ANNOUNCE = (0, 1, 2)
+RP_FILTER = (0, 1, 2)
+
+
+def sriov_role_defaults():
+    """The sriov role's defaults the state-file template reads (held to roles/sriov/defaults/main.yml)."""
+    return dict(SRIOV_DEFAULTS)
+
+
+def test_sriov_defaults_are_the_roles():
+    import yaml  # pylint: disable=import-outside-toplevel
+    defaults = yaml.safe_load((REPO / "roles/sriov/defaults/main.yml").read_text(encoding="utf-8"))
+    assert dict((k, defaults[k]) for k in SRIOV_DEFAULTS) == SRIOV_DEFAULTS
+
+
+# -- the desired state ------------------------------------------------------------------------------------------------
+@st.composite
+def desired_states(draw, facts):
+    """Role variables for this node: the netns mode, the sysctls, and VFs on up to two SR-IOV capable PFs."""
+    desired = {
+        "rdma_netns_mode": draw(st.sampled_from(("shared", "exclusive"))),
+        "rdma_sysctl_host": {"arp_ignore": draw(st.sampled_from((0, 1))),
+                             "arp_announce": draw(st.sampled_from(ARP_ANNOUNCE)),
+                             "rp_filter": draw(st.sampled_from(RP_FILTER))},
+        "rdma_sysctl_per_interface": draw(st.fixed_dictionaries({}, optional={
+            "arp_ignore": st.sampled_from(ARP_IGNORE), "arp_announce": st.sampled_from(ARP_ANNOUNCE),
+            "rp_filter": st.sampled_from(RP_FILTER)})),
+    }
+    capable = [d for d in facts["devices"] if not d.get("is_vf") and (d.get("sriov") or {}).get("totalvfs")]
+    pfs = []
+    for device in draw(st.lists(st.sampled_from(capable), unique_by=lambda d: d["pci_address"], max_size=2)
+                       if capable else st.just([])):
+        spec = {"pci_address": device["pci_address"],
+                "num_vfs": draw(st.integers(0, min(4, device["sriov"]["totalvfs"])))}
+        ethernet = all(p.get("link_layer") == "Ethernet" for p in device.get("ports") or [])
+        if ethernet and spec["num_vfs"] and draw(st.booleans()):
+            spec["vf_defaults"] = {"trust": draw(st.booleans()), "spoofchk": draw(st.booleans())}
+        pfs.append(spec)
+    desired["sriov_pfs"] = pfs
+    return desired
+
+
+# -- the modules, called as the roles call them -------------------------------------------------------------------
+def facts_of(mp, node):
+    return run_module(mp, rdma_facts.main, {"host_root": str(node.root)})["ansible_facts"]["rdma"]
+
+
+def module_calls(desired, facts):
+    """``[(layer, main, args)]`` as roles/rdma_netns, rdma_sysctl and sriov build them (the role defaults elsewhere)."""
+    calls = [("netns", rdma_netns.main, {"mode": desired["rdma_netns_mode"], "live": True, "on_conflict": "fail",
+                                         "initramfs": "auto", "conf_file": DEFAULTS["rdma_netns_conf_file"]})]
+    settings_ = rdma_sysctl_settings([], desired["rdma_sysctl_host"], desired["rdma_sysctl_per_interface"], facts)
+    calls.append(("sysctl", sysctl_dropin.main, {"path": DEFAULTS["rdma_sysctl_file"], "settings": settings_,
+                                                 "live": True, "on_conflict": "fail"}))
+    for spec in desired["sriov_pfs"]:
+        args = dict(spec, allow_vf_reset=False, firmware_check="auto", timeout=120)
+        calls.append(("sriov", sriov_vfs.main, args))
+    return calls
+
+
+def guid_calls(sriov_results):
+    """The role's ib_vf_guids call for each InfiniBand PF among ``[(spec, sriov_vfs result)]``."""
+    calls = []
+    for spec, result in sriov_results:
+        if result["observed"]["pf"].get("link_layer", "").lower() == "infiniband" or _is_ib(result):
+            calls.append(("sriov", ib_vf_guids.main, {
+                "pci_address": result["observed"]["pf"]["pci_address"], "scheme": spec.get("guid_scheme", "pf_guid"),
+                "guid_prefix": SRIOV_DEFAULTS["sriov_guid_prefix"], "pool_file": SRIOV_DEFAULTS["sriov_guid_pool_file"],
+                "allow_vf_reset": False, "timeout": 120}))
+    return calls
+
+
+def _is_ib(result):
+    pf = result["observed"]["pf"]
+    return any((p.get("link_layer") or "").lower() == "infiniband" for p in pf.get("ports") or [])
+
+
+def write_state_file(node, desired, sriov_results):
+    """The boot unit's desired-state file, rendered from the sriov role's own template."""
+    template = (REPO / "roles/sriov/templates/sriov-state.json.j2").read_text(encoding="utf-8")
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["to_json"] = lambda value, sort_keys=False: json.dumps(value, sort_keys=sort_keys)
+    env.filters["bool"] = bool
+    ib_results = [{"observed": r["observed"], "item": spec} for spec, r in sriov_results if _is_ib(r)]
+    text = env.from_string(template).render(
+        sriov_pfs=desired["sriov_pfs"], sriov__ib_results=ib_results, sriov__other_hosts_guids=[],
+        sriov_host_root="/", **sriov_role_defaults())
+    json.loads(text)  # the template renders JSON
+    path = node.root / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def converge(mp, node, desired):
+    """Run every module as the roles do; ``[(layer, main, args)]`` of the calls made."""
+    facts = facts_of(mp, node)
+    made, sriov_results = [], []
+    for layer, main, args in module_calls(desired, facts):
+        args = dict(args, host_root=str(node.root))
+        result = run_module(mp, main, args)
+        made.append((layer, main, args))
+        if main is sriov_vfs.main:
+            sriov_results.append((dict((k, v) for k, v in args.items() if k in ("pci_address", "num_vfs")), result))
+    for layer, main, args in guid_calls(sriov_results):
+        args = dict(args, host_root=str(node.root))
+        run_module(mp, main, args)
+        made.append((layer, main, args))
+    if desired["sriov_pfs"]:
+        write_state_file(node, desired, sriov_results)
+    return made
+
+
+def audit(mp, node, desired):
+    """``{layer: [non-ok checks]}`` of the audit of this node against ``desired`` (role defaults elsewhere)."""
+    wanted = dict(DEFAULTS, **desired)
+    checks = _audit.audit_host(facts_of(mp, node), wanted, layers=list(LAYERS))
+    found = dict((layer, []) for layer in LAYERS + ("facts",))
+    for check in checks:
+        if check["status"] != "ok":
+            found[check["layer"]].append(check)
+    return found
+
+
+def planned_work(mp, made):
+    """``{layer: True}`` for the layers whose module has work in check mode (or refuses: a VF reset is needed)."""
+    work = dict((layer, False) for layer in LAYERS)
+    for layer, main, args in made:
+        try:
+            result = run_module(mp, main, args, check=True, expect=(ModuleExit, ModuleFail))
+        except AssertionError:  # pragma: no cover - run_module's pytest.raises reports an unexpected exception
+            raise
+        if result.get("failed") or result.get("changed"):
+            work[layer] = True
+    return work
+
+
+# -- perturbations behind the collection's back --------------------------------------------------------------------
+def perturb_netns(node, desired, facts, choice):  # pylint: disable=unused-argument
+    other = "exclusive" if desired["rdma_netns_mode"] == "shared" else "shared"
+    if choice % 2 == 0 and facts["devices"]:
+        node.call({"cmd": "rdma_system_set", "netns": other})
+        return "live netns mode set to %s" % other
+    path = node.root / DEFAULTS["rdma_netns_conf_file"].lstrip("/")
+    path.write_text("options ib_core netns_mode=%s\n" % ("1" if other == "shared" else "0"), encoding="utf-8")
+    return "%s rewritten to %s" % (path.name, other)
+
+
+def perturb_sysctl(node, desired, facts, choice):  # pylint: disable=unused-argument
+    params = sorted(desired["rdma_sysctl_host"])
+    param = params[choice % len(params)]
+    path = node.root / "proc/sys/net/ipv4/conf/all" / param
+    current = int(path.read_text().strip())
+    values = (0, 1) if param == "arp_ignore" else ARP_ANNOUNCE if param == "arp_announce" else RP_FILTER
+    new = [v for v in values if v != current][choice % (len(values) - 1)]
+    path.write_text("%d\n" % new, encoding="utf-8")
+    return "all.%s %d -> %d" % (param, current, new)
+
+
+def perturb_sriov(node, desired, facts, choice):  # pylint: disable=unused-argument
+    spec = desired["sriov_pfs"][choice % len(desired["sriov_pfs"])]
+    path = node.root / "sys/bus/pci/devices" / spec["pci_address"] / "sriov_numvfs"
+    if spec["num_vfs"]:
+        path.write_text("0\n", encoding="utf-8")
+        return "%s: VFs removed" % spec["pci_address"]
+    path.write_text("1\n", encoding="utf-8")
+    return "%s: a VF created" % spec["pci_address"]
+
+
+PERTURB = {"netns": perturb_netns, "sysctl": perturb_sysctl, "sriov": perturb_sriov}
+
+
+@pytest.mark.parametrize("archetype", ARCHETYPES)
+@settings(max_examples=4, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, data, monkeypatch):  # pylint: disable=unused-argument
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+        recorder = pathlib.Path(tmp) / "real-sysctl"
+        recorder.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        recorder.chmod(0o755)
+        mp.setenv("HWSIM_REAL_SYSCTL", str(recorder))
+        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
+            facts = facts_of(mp, node)
+            desired = data.draw(desired_states(facts), label="desired")
+            made = converge(mp, node, desired)
+            # converged: nothing left to do, and the audit agrees
+            assert planned_work(mp, made) == dict((layer, False) for layer in LAYERS)
+            found = audit(mp, node, desired)
+            assert found == dict((layer, []) for layer in LAYERS + ("facts",)), json.dumps(found, indent=1)
+
+            layers = [layer for layer in LAYERS if layer != "sriov" or desired["sriov_pfs"]]
+            layer = data.draw(st.sampled_from(layers), label="perturbed layer")
+            what = PERTURB[layer](node, desired, facts, data.draw(st.integers(0, 7), label="choice"))
+            found = audit(mp, node, desired)
+            drifted = sorted(name for name, checks in found.items() if checks)
+            assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
+            work = planned_work(mp, made)
+            assert work == dict((name, name == layer) for name in LAYERS), what
