@@ -33,6 +33,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _netns as _ne
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as _sysctl_mod
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
@@ -605,6 +606,20 @@ def _containerd_checks(checks, facts, desired):
         live_cdi = ctd.get("enable_cdi")
         checks.add("containerd.cdi", "ok" if live_cdi else "drift", desired=True, live=live_cdi,
                    persisted=ctd.get("cdi_spec_dirs"), remedy="run the containerd_rdma role (containerd_rdma_cdi)")
+    _containerd_overrides(checks, ctd, desired)
+
+
+def _containerd_overrides(checks, ctd, desired):
+    """``containerd.override``: a file read after the collection's own (a unit drop-in, an import) that sets a key the
+    collection needs to another value, by the same rule as the module (``_containerd.containerd_override_checks``)."""
+    if ctd.get("key_sources") is None:
+        return  # facts of an older collection version
+    wanted = dict((var, desired[var]) for var in _layers.by_name("containerd").variables if desired.get(var) is not None)
+    for item in _containerd.containerd_override_checks(ctd, wanted):
+        checks.add("containerd.override", "fail", subject=item["key"], desired=item["wanted"], live=item["found"],
+                   persisted=item["winner"], detail=item.get("detail"),
+                   remedy="remove %s from %s, or make it the value the collection needs (%s)"
+                          % (item["key"], item["winner"], item["wanted"]))
 
 
 _KUBELET_KEYS = (
@@ -801,6 +816,49 @@ def _sysctl_layer(checks, facts, desired):
     _sysctl(checks, facts, desired, rdma_netdevs(facts))
 
 
+def _kubelet_layer(checks, facts, desired):
+    _kubelet(checks, facts, desired)
+    _whole_node(checks, facts, desired)
+
+
+def _whole_node(checks, facts, desired):
+    """``kubelet.whole_node``: the Topology Manager policy (the desired one, else the kubelet's) admits a pod asking
+    for every GPU and RDMA NIC of the node, by the kubelet's hint merge (``_topology.whole_node_admission``)."""
+    if desired is not None and desired.get("rdma_audit_whole_node_pods") is False:
+        return
+    gpus = facts.get("gpus") or []
+    nics = [d for d in facts.get("devices") or [] if d.get("pci_address") and not d.get("is_vf")]
+    if not gpus or not nics:
+        return
+    kubelet = (facts.get("runtime") or {}).get("kubelet") or {}
+    settings = kubelet.get("settings") or {}
+    desired = desired or {}
+
+    def pick(var, key, default):
+        value = desired.get(var)
+        if value in (None, "", {}):
+            value = settings.get(key)
+        return default if value in (None, "") else value
+
+    policy = pick("kubelet_topology_topology_manager_policy", "topologyManagerPolicy", "none")
+    scope = pick("kubelet_topology_topology_manager_scope", "topologyManagerScope", "container")
+    options = pick("kubelet_topology_topology_manager_policy_options", "topologyManagerPolicyOptions", {})
+    devices = {"gpu": [g.get("numa_node") for g in gpus], "rdma": [d.get("numa_node") for d in nics]}
+    online = (facts.get("numa_nodes") or {}).get("online") if isinstance(facts.get("numa_nodes"), dict) else None
+    why = _topo.whole_node_admission(policy, options if isinstance(options, dict) else None, scope, devices,
+                                     numa_nodes=online,
+                                     cpu_manager_policy=pick("kubelet_topology_cpu_manager_policy", "cpuManagerPolicy", "none"),
+                                     memory_manager_policy=pick("kubelet_topology_memory_manager_policy",
+                                                                "memoryManagerPolicy", "None"))
+    span = sorted(set(n for n in devices["gpu"] + devices["rdma"] if isinstance(n, int) and n >= 0))
+    checks.add("kubelet.whole_node", "fail" if why else "ok", subject=policy,
+               desired="a pod asking for all %d GPUs and %d RDMA NICs is admitted" % (len(gpus), len(nics)),
+               live={"policy": policy, "scope": scope, "numa_nodes": span},
+               remedy="kubelet_topology_topology_manager_policy=restricted (or best-effort), or "
+                      "rdma_audit_whole_node_pods=false when no pod asks for the whole node" if why else None,
+               detail=why)
+
+
 def _topology_layer(checks, facts, desired):
     _topology(checks, facts, desired)
     _mtu(checks, facts, desired)
@@ -810,7 +868,7 @@ def _topology_layer(checks, facts, desired):
 # the judge of each layer of the registry (a test holds the two to the same names)
 _JUDGES = {
     "drivers": _drivers, "kernel": _kernel, "netns": _netns, "sysctl": _sysctl_layer, "sriov": _sriov,
-    "containerd": _containerd_checks, "kubelet": _kubelet, "topology": _topology_layer,
+    "containerd": _containerd_checks, "kubelet": _kubelet_layer, "topology": _topology_layer,
 }
 
 
@@ -838,6 +896,13 @@ def option_problems(desired):
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 68):
         problems.append("rdma_audit_mtu must be an integer MTU (68 or more), got %r" % (value,))
         clean.pop("rdma_audit_mtu")
+    value = desired.get("rdma_audit_whole_node_pods")
+    if value is not None:
+        try:
+            clean["rdma_audit_whole_node_pods"] = check_type_bool(value)
+        except TypeError:
+            problems.append("rdma_audit_whole_node_pods must be a boolean, got %r" % (value,))
+            clean.pop("rdma_audit_whole_node_pods")
     return problems, clean
 
 

@@ -295,7 +295,7 @@ RUNTIME = {
                    "problems": []},
     "kubelet": {"running": True, "version": "1.31.2", "config_file": "/var/lib/kubelet/config.yaml",
                 "config_dir": None, "problems": [],
-                "settings": {"topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "container",
+                "settings": {"topologyManagerPolicy": "restricted", "topologyManagerScope": "container",
                              "topologyManagerPolicyOptions": None, "cpuManagerPolicy": "none",
                              "memoryManagerPolicy": "None"},
                 "state_files": {"cpuManagerPolicy": {"path": "/var/lib/kubelet/cpu_manager_state", "policy": "none"}}},
@@ -317,7 +317,8 @@ def runtime_facts(rendered, **changes):
 def test_runtime_converged_is_ok(rendered):
     checks = _audit.audit_host(runtime_facts(rendered), desired(), ["containerd", "kubelet"])
     assert [(c["id"], c["status"]) for c in checks] == [("containerd.memlock", "ok"), ("containerd.base_spec", "ok"),
-                                                        ("containerd.cdi", "ok"), ("kubelet.topology", "ok")]
+                                                        ("containerd.cdi", "ok"), ("kubelet.topology", "ok"),
+                                                        ("kubelet.whole_node", "ok")]
 
 
 @pytest.mark.parametrize("change,check_id,status,remedy", [

@@ -27,14 +27,14 @@ def audit(root, **overrides):
 def test_a_provisioned_al2023_node_is_ok(tmp_path):
     build_tree(tmp_path, scenario("eks-al2023"))
     write(tmp_path, "/etc/kubernetes/kubelet/config.json.d/50-rdma-k8s-node-topology.conf",
-          OWN + json.dumps({"topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "container"}))
+          OWN + json.dumps({"topologyManagerPolicy": "restricted", "topologyManagerScope": "container"}))
     assert [(c["id"], c["status"]) for c in audit(tmp_path)] == [("kubelet.topology", "ok")]
 
 
 def test_a_later_drop_in_is_named_as_the_override(tmp_path):
     build_tree(tmp_path, scenario("eks-al2023"))
     write(tmp_path, "/etc/kubernetes/kubelet/config.json.d/50-rdma-k8s-node-topology.conf",
-          OWN + json.dumps({"topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "container"}))
+          OWN + json.dumps({"topologyManagerPolicy": "restricted", "topologyManagerScope": "container"}))
     write(tmp_path, "/etc/kubernetes/kubelet/config.json.d/60-user.conf",
           json.dumps({"kind": "KubeletConfiguration", "topologyManagerPolicy": "best-effort"}))
     checks = dict((c["id"], c) for c in audit(tmp_path))
@@ -44,7 +44,7 @@ def test_a_later_drop_in_is_named_as_the_override(tmp_path):
     override = checks["kubelet.override"]
     assert override["status"] == "fail" and override["subject"] == "topologyManagerPolicy"
     assert override["persisted"] == "/etc/kubernetes/kubelet/config.json.d/60-user.conf"
-    assert (override["desired"], override["live"]) == ("single-numa-node", "best-effort")
+    assert (override["desired"], override["live"]) == ("restricted", "best-effort")
     assert "kubelet_topology_on_conflict=override" in override["remedy"]
 
 
@@ -61,7 +61,7 @@ def test_a_flag_in_a_unit_gets_a_remedy_for_the_unit(tmp_path):
     build_tree(tmp_path, scenario("eks-al2"))
     path = "/etc/systemd/system/kubelet.service.d/30-kubelet-extra-args.conf"
     write(tmp_path, path, (tmp_path / path.lstrip("/")).read_text().replace(
-        "--node-labels", "--topology-manager-policy=restricted --node-labels"))
+        "--node-labels", "--topology-manager-policy=best-effort --node-labels"))
     override = [c for c in audit(tmp_path, kubelet_topology_mode="config") if c["id"] == "kubelet.override"][0]
     assert path in override["persisted"] and "daemon-reload" in override["remedy"]
 
