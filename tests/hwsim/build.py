@@ -11,6 +11,7 @@ from typing import Callable
 
 from . import fmt
 from .models import MODELS
+from .pciconf import ConfigSpace
 from .state import IbDev, NetDev, Node, PciDevice, Pf
 from .vfs import Tree
 
@@ -89,15 +90,25 @@ def _pci_device(tree: Tree, node: Node, dev: PciDevice) -> None:
                   lambda text: node.store_driver_override(dev, text))
     tree.add_link(f"{base}/subsystem", "sys/bus/pci")
     tree.add_link(f"sys/bus/pci/devices/{dev.bdf}", base)
-    if dev.kind != "bridge":
-        tree.add_value(f"{base}/current_link_speed", "32.0 GT/s PCIe")
-        tree.add_value(f"{base}/current_link_width", "16")
+    if dev.config is not None:
+        _pci_config(tree, dev.config, base)
     if dev.driver:
         tree.add_link(f"{base}/driver", f"sys/bus/pci/drivers/{dev.driver}")
     if dev.pf is not None and dev.pf.totalvfs > 0:
         _sriov(tree, node, dev.pf, base)
     if dev.vf is not None:
         tree.add_link(f"{base}/physfn", _dev_dir(dev.vf.pf.dev))
+
+
+def _pci_config(tree: Tree, config: ConfigSpace, base: str) -> None:
+    """`config` (drivers/pci/pci-sysfs.c: BIN_ATTR(config, 0644), 4096 bytes for PCIe functions) and the
+    pcie_dev_attrs read from it: current_link_* from Link Status, max_link_* from Link Capabilities (2)."""
+    tree.add_binary(f"{base}/config", config.size, config.read, config.write)
+    if config.layout.pcie:
+        tree.add_file(f"{base}/current_link_speed", lambda: config.current_link()[0] + "\n")
+        tree.add_file(f"{base}/current_link_width", lambda: f"{config.current_link()[1]}\n")
+        tree.add_file(f"{base}/max_link_speed", lambda: config.max_link()[0] + "\n")
+        tree.add_file(f"{base}/max_link_width", lambda: f"{config.max_link()[1]}\n")
 
 
 def _uevent(dev: PciDevice) -> str:

@@ -258,6 +258,19 @@ def _dump(node: Node, dummy_cmd: dict[str, Any]) -> Any:
         }
 
 
+def _pci_config(node: Node, cmd: dict[str, Any]) -> Any:
+    """Read (`size`, default all) or, with `data` (hex), write a function's config space at `offset`."""
+    offset = int(cmd.get("offset", 0))
+    if cmd.get("data") is not None:
+        return {"written": node.pci_config_write(cmd["bdf"], offset, bytes.fromhex(str(cmd["data"])))}
+    size = cmd.get("size")
+    return {"data": node.pci_config(cmd["bdf"], offset, None if size is None else int(size)).hex()}
+
+
+def _pci_link_set(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.pci_link_set(cmd["bdf"], cmd.get("speed"), cmd.get("width"))
+
+
 COMMANDS: dict[str, Handler] = {
     "reset": _reset,
     "fault_add": _fault_add,
@@ -282,5 +295,7 @@ COMMANDS: dict[str, Handler] = {
     "module_rebuild": _module_rebuild,
     "devlink_eswitch_show": _devlink_eswitch_show,
     "devlink_eswitch_set": _devlink_eswitch_set,
+    "pci_config": _pci_config,
+    "pci_link_set": _pci_link_set,
     "dump": _dump,
 }

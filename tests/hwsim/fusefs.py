@@ -113,6 +113,9 @@ class HwsimFS(fuse.Operations):
             reply = handle.data or b""
             start = max(0, offset - handle.written)
             return reply[start:start + size]
+        entry = self.node.lookup(handle.path)[1]
+        if isinstance(entry, File) and entry.binary:
+            return self.node.pread(handle.path, size, offset)
         if handle.data is None or offset == 0:
             handle.data = self.node.read(handle.path).encode()
         return handle.data[offset:offset + size]
@@ -124,7 +127,7 @@ class HwsimFS(fuse.Operations):
             handle.data = control.handle(self.node, data).encode()
             handle.written += len(data)
             return len(data)
-        return self.node.write(handle.path, data)
+        return self.node.pwrite(handle.path, data, offset)
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         """O_TRUNC on a sysfs attribute is ignored by the kernel; read-only ones still refuse the open."""

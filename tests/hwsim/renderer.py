@@ -37,5 +37,8 @@ def _write(entry: Dir, target: Path) -> None:
                 text = child.read()
             except OSError:
                 continue
-            path.write_text(text, encoding="utf-8")
+            if isinstance(text, bytes):
+                path.write_bytes(text)
+            else:
+                path.write_text(text, encoding="utf-8")
             os.chmod(path, child.mode if child.mode & 0o444 else 0o644)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from . import fmt
+from . import fmt, pciconf
 from .models import MODELS, Model
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
@@ -72,6 +72,10 @@ class DeviceSpec:
     guid: int | None = None
     vf_offset: int | None = None
     vf_stride: int = 1
+    #: PCIe link overrides: max_speed/max_width (Link Capabilities) and current_speed/current_width (what trained)
+    link: dict[str, int] = field(default_factory=dict)
+    #: ACS Control at power-on (bridges that are root or downstream ports); None = the hardware reset value 0
+    acs: int | None = None
 
 
 @dataclass
@@ -342,10 +346,40 @@ def _parse_device(item: Any, where: str) -> DeviceSpec:
     model_name = str(item.get("model", default_model))
     _require(model_name in MODELS, where, f"unknown model {model_name!r}; known: {sorted(MODELS)}")
     dev = DeviceSpec(kind, bdf, MODELS[model_name], model_name)
+    dev.link = _parse_link(item.get("link"), f"{where}.link")
+    if "acs" in item:
+        _require(kind == "bridge", where, "acs is only for bridges (root and downstream ports)")
+        try:
+            dev.acs = pciconf.acs_bits((item["acs"] or {}).get("control", 0) if isinstance(item["acs"], dict) else item["acs"])
+        except ValueError as exc:
+            raise SpecError(f"{where}.acs: {exc}") from exc
     dev.children = [_parse_device(child, f"{where}.children[{idx}]") for idx, child in enumerate(item.get("children") or [])]
     if kind == "nic":
         _parse_nic(dev, item, where)
     return dev
+
+
+_LINK_KEYS = ("max_speed", "max_width", "current_speed", "current_width")
+
+
+def _parse_link(data: Any, where: str) -> dict[str, int]:
+    """`link: {max_speed, max_width, current_speed, current_width}`: speeds as 32 / "16.0 GT/s", widths x1..x32."""
+    if data is None:
+        return {}
+    _require(isinstance(data, dict), where, f"must be a mapping of {', '.join(_LINK_KEYS)}")
+    unknown = set(data) - set(_LINK_KEYS)
+    _require(not unknown, where, f"unknown keys {sorted(unknown)}")
+    out: dict[str, int] = {}
+    for key, value in data.items():
+        if key.endswith("speed"):
+            try:
+                out[key] = pciconf.speed_code(value)
+            except ValueError as exc:
+                raise SpecError(f"{where}: {exc}") from exc
+        else:
+            _require(isinstance(value, int) and value in pciconf.WIDTHS, where, f"{key} must be one of {pciconf.WIDTHS}")
+            out[key] = value
+    return out
 
 
 def _parse_nic(dev: DeviceSpec, item: dict[str, Any], where: str) -> None:

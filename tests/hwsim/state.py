@@ -16,13 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import fmt
+from . import fmt, pciconf
 from .faults import FaultTable
 from .models import CLASS_ETH, CLASS_IB, Model, driver_matches
 from .spec import OFED_RE, DeviceSpec, FunctionSpec, ModuleSpec, Spec, function_bdfs
 from .vfs import Dir, File, Link, Tree
 
 MLX5 = "mlx5_core"
+#: ACS Capability of Root Ports (SV TB RR CR UF) and of switch Downstream Ports (also DT, as PLX/Broadcom PEX
+#: switches report it); ACS Control is 0 at reset (README "PCI configuration space")
+ROOT_PORT_ACS = 0x1F
+SWITCH_PORT_ACS = 0x5F
 #: pseudo-path of rtnetlink VF operations for fault injection: rtnl/<ifname>/vf/<N>
 RTNL = "rtnl"
 #: mlx5 OFED sriov_sysfs.c policy words <-> the netlink link-state names (mlx5 net_to_mlx_policy)
@@ -48,6 +52,13 @@ class PciDevice:
     driver_override: str | None = None
     pf: Pf | None = None
     vf: Vf | None = None
+    #: the spec entry (None for VFs), the PCIe port type, the parent bridge and the PCI configuration space
+    dspec: DeviceSpec | None = None
+    port_type: int = pciconf.PCI_EXP_TYPE_ENDPOINT
+    parent: str | None = None
+    config: pciconf.ConfigSpace | None = None
+    #: devices sharing one PCIe link (both ends, every function of a card) share this id
+    link_id: str = ""
 
 
 @dataclass
@@ -240,18 +251,37 @@ class Node:
         for host, chain, dspec in self.spec.all_devices():
             base = ["devices", host.name] + [anc.bdf for anc in chain]
             if dspec.kind != "nic":
-                self._add_device(dspec.bdf, base + [dspec.bdf], dspec.model, dspec.kind, dspec.model.klass, host.numa_node)
+                dev = self._add_device(dspec.bdf, base + [dspec.bdf], dspec.model, dspec.kind, dspec.model.klass,
+                                       host.numa_node)
+                self._place(dev, dspec, chain)
                 continue
             card = Card(dspec)
             self.cards.append(card)
             base_guid = dspec.guid if dspec.guid is not None else _fallback_guid(dspec.bdf)
             for idx, (bdf, fspec) in enumerate(zip(function_bdfs(dspec), dspec.functions)):
                 pci = self._add_device(bdf, base + [bdf], dspec.model, "nic", dspec.model.klass, host.numa_node)
+                self._place(pci, dspec, chain)
                 guid = fspec.node_guid if fspec.node_guid is not None else base_guid + idx
                 raw = guid.to_bytes(8, "big")
                 mac = fspec.mac or raw[:3] + raw[5:]
                 pci.pf = Pf(pci, card, idx, fspec, guid, mac)
                 card.pfs.append(pci.pf)
+
+    @staticmethod
+    def _place(dev: PciDevice, dspec: DeviceSpec, chain: list[DeviceSpec]) -> None:
+        """PCIe port type from the bridge chain: a bridge on the root bus is a Root Port, one below a Root or
+        Downstream Port is a switch Upstream Port, one below an Upstream Port a Downstream Port."""
+        dev.dspec = dspec
+        dev.parent = chain[-1].bdf if chain else None
+        types: list[int] = []
+        for bridge in chain + ([dspec] if dspec.kind == "bridge" else []):
+            if not types:
+                types.append(pciconf.PCI_EXP_TYPE_ROOT_PORT)
+            elif types[-1] == pciconf.PCI_EXP_TYPE_UPSTREAM:
+                types.append(pciconf.PCI_EXP_TYPE_DOWNSTREAM)
+            else:
+                types.append(pciconf.PCI_EXP_TYPE_UPSTREAM)
+        dev.port_type = types[-1] if dspec.kind == "bridge" else pciconf.PCI_EXP_TYPE_ENDPOINT
 
     def _add_device(self, bdf: str, path: list[str], model: Model, kind: str, klass: int, numa: int) -> PciDevice:
         dev = PciDevice(bdf, path, model, kind, klass, numa, model.device)
@@ -272,6 +302,7 @@ class Node:
                 else:
                     dev.driver = None
                     dev.driver_override = None
+            self._power_on_config()
             self.netdevs.clear()
             self.ibdevs.clear()
             self._ifindex = 1
@@ -309,6 +340,114 @@ class Node:
                 pf.eswitch = "legacy"
                 pf.generation += 1
                 pf.dev.klass = (CLASS_IB if pf.link_layer == "InfiniBand" else CLASS_ETH) if card.is_mlx else pf.dev.klass
+
+    # ------------------------------------------------------------------ PCI configuration space
+    def _own_link(self, dev: PciDevice) -> tuple[int, int]:
+        """Link Capabilities of one function: the spec's max_speed/max_width, else Gen5 x16 (README)."""
+        link = dev.dspec.link if dev.dspec is not None else {}
+        return link.get("max_speed", pciconf.DEFAULT_SPEED), link.get("max_width", pciconf.DEFAULT_WIDTH)
+
+    def _children(self, bdf: str) -> list[PciDevice]:
+        return sorted((d for d in self.devices.values() if d.parent == bdf and d.vf is None),
+                      key=lambda d: fmt.bdf_rid(d.bdf))
+
+    def _trained(self, lower: PciDevice) -> pciconf.Link:
+        """What a link trains to: the lower end's spec current_speed/current_width (a degraded link), else the
+        highest speed and width both ends support (LTSSM negotiation)."""
+        speed, width = self._own_link(lower)
+        parent = self.devices.get(lower.parent or "")
+        if parent is not None and parent.port_type in (pciconf.PCI_EXP_TYPE_ROOT_PORT, pciconf.PCI_EXP_TYPE_DOWNSTREAM):
+            other = self._own_link(parent)
+            speed, width = min(speed, other[0]), min(width, other[1])
+        override = lower.dspec.link if lower.dspec is not None else {}
+        return pciconf.Link(speed=override.get("current_speed", speed), width=override.get("current_width", width))
+
+    def _layout(self, dev: PciDevice, link: pciconf.Link) -> pciconf.Layout:
+        model = dev.model
+        dummy_domain, bus, slot, dummy_fn = fmt.parse_bdf(dev.bdf)
+        max_speed, max_width = self._own_link(dev.vf.pf.dev if dev.vf is not None else dev)
+        lay = pciconf.Layout(vendor=model.vendor, device=dev.device_id, klass=dev.klass,
+                             subsystem_vendor=model.subsystem_vendor, subsystem_device=model.subsystem_device,
+                             port_type=dev.port_type, port_number=slot, vf=dev.vf is not None,
+                             link=pciconf.Link(max_speed, max_width, link.speed, link.width, link.up))
+        if dev.pf is not None:
+            lay.multifunction = len(dev.pf.card.pfs) > 1
+        if dev.kind == "bridge":
+            lay.bridge = True
+            below = [d for d in self.spec.all_devices() if dev.dspec in d[1]]
+            buses = [fmt.parse_bdf(d[2].bdf)[1] for d in below]
+            children = self._children(dev.bdf)
+            secondary = fmt.parse_bdf(children[0].bdf)[1] if children else bus + 1
+            lay.buses = (bus, secondary, max(buses + [secondary]))
+            if dev.port_type == pciconf.PCI_EXP_TYPE_ROOT_PORT:
+                lay.acs_cap = ROOT_PORT_ACS
+            elif dev.port_type == pciconf.PCI_EXP_TYPE_DOWNSTREAM:
+                lay.acs_cap = SWITCH_PORT_ACS
+            if dev.dspec is not None and dev.dspec.acs is not None:
+                lay.acs_ctrl = dev.dspec.acs
+        return lay
+
+    def _power_on_config(self) -> None:
+        """Every function's configuration space at its power-on values; links trained as the spec says."""
+        links: dict[str, tuple[str, pciconf.Link]] = {}
+        for dev in self.devices.values():
+            if dev.port_type in (pciconf.PCI_EXP_TYPE_ROOT_PORT, pciconf.PCI_EXP_TYPE_DOWNSTREAM):
+                continue
+            lower = dev.pf.card.pfs[0].dev if dev.pf is not None else dev
+            links[dev.bdf] = (lower.bdf, self._trained(lower))
+        for dev in self.devices.values():
+            if dev.port_type in (pciconf.PCI_EXP_TYPE_ROOT_PORT, pciconf.PCI_EXP_TYPE_DOWNSTREAM):
+                children = self._children(dev.bdf)
+                link_id, link = links[children[0].bdf] if children else (dev.bdf, pciconf.Link(speed=1, width=0, up=False))
+            else:
+                link_id, link = links[dev.bdf]
+            dev.link_id = link_id
+            dev.config = pciconf.ConfigSpace(self._layout(dev, link))
+
+    def _vf_config(self, dev: PciDevice) -> None:
+        """A VF's configuration space; its link registers mirror its PF's (README: not modelled)."""
+        pf_dev = dev.vf.pf.dev if dev.vf is not None else dev
+        dev.link_id = pf_dev.link_id
+        speed, width = (pf_dev.config.current_link() if pf_dev.config else ("", 0))
+        link = pciconf.Link(speed=pciconf.speed_code(speed.split()[0]) if speed else pciconf.DEFAULT_SPEED,
+                            width=width or pciconf.DEFAULT_WIDTH)
+        dev.config = pciconf.ConfigSpace(self._layout(dev, link))
+
+    def _config_dev(self, bdf: str) -> PciDevice:
+        dev = self.devices.get(bdf)
+        if dev is None or dev.config is None:
+            raise fmt.oserror(errno.ENODEV, bdf)
+        return dev
+
+    def pci_config(self, bdf: str, offset: int = 0, size: int | None = None) -> bytes:
+        """Read `size` bytes (default: all) of a function's config space at `offset`, as pread() on its sysfs
+        `config` does (faults on that path apply)."""
+        dev = self._config_dev(bdf)
+        assert dev.config is not None
+        return self.pread(f"sys/bus/pci/devices/{bdf}/config", dev.config.size if size is None else size, offset)
+
+    def pci_config_write(self, bdf: str, offset: int, data: bytes) -> int:
+        """pwrite() on a function's sysfs `config`: returns the bytes taken (EFBIG at or past the end)."""
+        self._config_dev(bdf)
+        return self.pwrite(f"sys/bus/pci/devices/{bdf}/config", data, offset)
+
+    def pci_link_set(self, bdf: str, speed: Any = None, width: int | None = None) -> dict[str, Any]:
+        """The link of `bdf` (either end) retrains at another speed/width: Link Status of both ends, of every
+        function of the card and of its VFs changes, so do current_link_speed/current_link_width."""
+        with self.lock:
+            dev = self._config_dev(bdf)
+            assert dev.config is not None
+            current_speed, current_width = dev.config.current_link()
+            code = pciconf.speed_code(speed) if speed is not None else pciconf.speed_code(current_speed.split()[0])
+            if width is not None and int(width) not in pciconf.WIDTHS:
+                raise ValueError(f"width must be one of {pciconf.WIDTHS}")
+            link = pciconf.Link(speed=code, width=int(width) if width is not None else current_width)
+            changed = []
+            for other in self.devices.values():
+                if other.link_id == dev.link_id and other.config is not None:
+                    other.config.set_link_status(link)
+                    changed.append(other.bdf)
+            return {"speed": pciconf.SPEEDS[code], "width": link.width, "devices": sorted(changed)}
 
     def fw_defaults(self, card: Card) -> dict[str, Any]:
         """mlxconfig 'Default' column: SR-IOV off; VPI ports default to InfiniBand."""
@@ -395,13 +534,14 @@ class Node:
         parts, entry = self.tree().lookup(path, follow_last)
         return "/".join(parts), entry
 
-    def read(self, path: str) -> str:
-        """Read an attribute the way open()+read() would (EACCES for write-only files, EISDIR for directories)."""
+    def read(self, path: str) -> Any:
+        """Read an attribute the way open()+read() would (EACCES for write-only files, EISDIR for directories);
+        text for text attributes, bytes for binary ones (`config`)."""
         canon, entry = self.lookup(path)
         self.faults.check("read", canon, self.canonical)
         return self._read_entry(canon, entry)
 
-    def _read_entry(self, canon: str, entry: Any) -> str:
+    def _read_entry(self, canon: str, entry: Any) -> Any:
         if isinstance(entry, Dir):
             raise fmt.oserror(errno.EISDIR, canon)
         if entry.read is None:
@@ -415,13 +555,40 @@ class Node:
         canon, entry = self.lookup(path)
         if isinstance(entry, Dir):
             raise fmt.oserror(errno.EISDIR, canon)
-        if not isinstance(entry, File) or entry.write is None:
+        if not isinstance(entry, File) or (entry.write is None and entry.pwrite is None):
             raise fmt.oserror(errno.EACCES, canon)
         return canon, entry
+
+    def pread(self, path: str, size: int, offset: int) -> bytes:
+        """pread() on a file: binary attributes (`config`) serve exactly the bytes asked for (sysfs_kf_bin_read());
+        text attributes are read whole and sliced, as a read at an offset of a kernfs seq_file is."""
+        canon, entry = self.lookup(path)
+        self.faults.check("read", canon, self.canonical)
+        if isinstance(entry, File) and entry.binary:
+            with self.lock:
+                self.advance()
+                assert entry.pread is not None
+                return entry.pread(offset, size)
+        data = self._read_entry(canon, entry)
+        raw = data if isinstance(data, bytes) else data.encode()
+        return raw[offset:offset + size]
+
+    def pwrite(self, path: str, data: bytes, offset: int) -> int:
+        """pwrite() on a file: binary attributes take the offset (sysfs_kf_bin_write()), text ones ignore it."""
+        canon, entry = self.check_writable(path)
+        if not entry.binary:
+            return self.write(path, data)
+        self.faults.check("write", canon, self.canonical)
+        with self.lock:
+            self.advance()
+            assert entry.pwrite is not None
+            return entry.pwrite(offset, bytes(data))
 
     def write(self, path: str, data: str | bytes) -> int:
         """One write() syscall on an attribute; returns the byte count like the kernel store does."""
         canon, entry = self.check_writable(path)
+        if entry.binary:
+            return self.pwrite(path, data.encode() if isinstance(data, str) else data, 0)
         text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
         self.faults.check("write", canon, self.canonical)
         assert entry.write is not None
@@ -481,6 +648,7 @@ class Node:
             dev = self._add_device(bdf, pf.dev.path[:-1] + [bdf], pf.dev.model, "vf", pf.dev.klass, pf.dev.numa)
             dev.device_id = pf.dev.model.vf_device
             dev.vf = Vf(pf, idx, dev)
+            self._vf_config(dev)
             pf.vfs.append(dev.vf)
             pf.admin[idx] = VfAdmin(link_state="disable" if pf.link_layer == "InfiniBand" else "auto")
         generation = pf.generation

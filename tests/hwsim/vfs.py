@@ -25,6 +25,11 @@ class File:
     write: Writer | None = None
     mode: int = 0o444
     size: int = 4096
+    #: a binary attribute (sysfs bin_attribute such as a PCI `config`): `read` returns bytes, reads and writes
+    #: take an offset through pread(offset, size) / pwrite(offset, data) -> count
+    binary: bool = False
+    pread: Callable[[int, int], bytes] | None = None
+    pwrite: Callable[[int, bytes], int] | None = None
 
 
 @dataclass
@@ -90,6 +95,13 @@ class Tree:
             if read and write:
                 mode = 0o644
         self.mkdir(parts[:-1]).children[parts[-1]] = File(read, write, mode, size)
+
+    def add_binary(self, path: str, size: int, pread: Callable[[int, int], bytes],
+                   pwrite: Callable[[int, bytes], int] | None, mode: int = 0o644) -> None:
+        """Add a binary attribute of a fixed size (sysfs bin_attribute: st_size is the attribute's size)."""
+        parts = split(path)
+        self.mkdir(parts[:-1]).children[parts[-1]] = File(lambda: pread(0, size), None, mode, size, True, pread,
+                                                          pwrite)
 
     def add_value(self, path: str, value: str) -> None:
         """Add a read-only attribute with a fixed value (a trailing newline is added, as sysfs_emit does)."""
