@@ -8,6 +8,14 @@ The state file holds the complete parameters of every ``sriov_vfs`` and ``ib_vf_
 script runs the very same code as the modules (``run_sriov_vfs`` / ``run_ib_vf_guids`` from the collection's
 module_utils, installed next to it) with a small stdlib stand-in for AnsibleModule.  ``--check`` only reports drift
 (exit 2), like the modules in check mode.  Exit 1 when any PF failed (the others are still applied).
+
+At boot (``--wait-timeout N``) it first waits, at most N seconds, for every PF of the state file: the udev queue
+settled (``udevadm settle``, on the node's own root only), the PF present under the name it was configured by (a
+netdev or RDMA device name is resolved only once that name exists, after udev has renamed it), and the PF's netdev
+and RDMA device present in sysfs (``/sys/bus/pci/devices/<bdf>/net/*`` and ``.../infiniband/*``, each one the PF had
+when the role configured it).  On timeout it names each PF still missing and what is missing, applies the PFs that
+are there and exits 1.  ``--retries N --retry-delay S`` re-runs the entries that failed, N more times at most (the
+modules are idempotent), instead of systemd's ``Restart=``, which ``Type=oneshot`` units refuse before systemd 244.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SBIN = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -103,6 +112,146 @@ class BootModule:
         return proc.returncode, proc.stdout, proc.stderr
 
 
+class PfWait:
+    """One PF of the state file to wait for: how it is named and what it had when the role configured it."""
+
+    def __init__(self, by, name, needs, seen_pci_address=None):
+        self.by = by                              # netdev | rdma_device | pci_address
+        self.name = name
+        self.needs = list(needs)                  # of "netdev", "rdma_device"
+        self.seen_pci_address = seen_pci_address  # at provisioning: only to know which GUID entries are this PF's
+
+    def label(self):
+        """How the journal names the PF."""
+        return "%s %s" % ({"netdev": "netdev", "rdma_device": "RDMA device", "pci_address": "PCI device"}[self.by], self.name)
+
+    def covers(self, params):
+        """True when the module call ``params`` is about this PF."""
+        if params.get(self.by) == self.name:
+            return True
+        return bool(self.seen_pci_address) and params.get("pci_address") == self.seen_pci_address
+
+
+def wait_list(state):
+    """The PFs to wait for: the state file's ``wait.pfs`` (written by the role), else derived from its entries."""
+    listed = (state.get("wait") or {}).get("pfs")
+    if listed is not None:
+        return [PfWait(pf["by"], pf["name"], pf.get("needs") or [], pf.get("pci_address")) for pf in listed]
+    pfs, seen = [], set()
+    for params in list(state.get("sriov_vfs", [])) + list(state.get("ib_vf_guids", [])):
+        for by in ("netdev", "rdma_device", "pci_address"):
+            if params.get(by) and (by, params[by]) not in seen:
+                seen.add((by, params[by]))
+                pfs.append(PfWait(by, params[by], [] if by == "pci_address" else [by]))
+                break
+    return pfs
+
+
+class Waiter:
+    """Bounded wait for the PFs at boot; ``clock``/``sleep``/``settle`` are injectable for tests."""
+
+    POLL = 0.5
+
+    def __init__(self, host_root, timeout, clock=time.monotonic, sleep=time.sleep, settle=None):
+        self.host_root = host_root or "/"
+        self.timeout = timeout
+        self.clock = clock
+        self.sleep = sleep
+        self.settle = settle if settle is not None else self.udev_settle
+
+    def sys(self, *parts):
+        """A path under the host root's /sys."""
+        return os.path.join(self.host_root, "sys", *parts)
+
+    def udev_settle(self, seconds):
+        """``udevadm settle --timeout`` on the node's own root; (True, '') when settled or when it does not apply."""
+        if os.path.realpath(self.host_root) != "/":
+            return True, ""   # a host root seen from elsewhere: the udev of this system does not manage it
+        udevadm = BootModule.get_bin_path("udevadm")
+        if udevadm is None:
+            return True, ""
+        argv = [udevadm, "settle", "--timeout=%d" % max(1, int(seconds))]
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+        return proc.returncode == 0, proc.stdout.strip() or "udevadm settle exited %d" % proc.returncode
+
+    def _listdir(self, path):
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return []
+
+    def missing(self, pf):
+        """What of ``pf`` is not there yet (empty when it is complete)."""
+        if pf.by == "pci_address":
+            bdf = pf.name
+            if not os.path.isdir(self.sys("bus", "pci", "devices", bdf)):
+                return ["PCI device %s" % bdf]
+        else:
+            base = self.sys("class", "net" if pf.by == "netdev" else "infiniband", pf.name)
+            try:
+                bdf = os.path.basename(os.readlink(os.path.join(base, "device")))
+            except OSError:
+                return ["%s (not present)" % pf.label()]
+        gone = []
+        for need, directory, what in (("netdev", "net", "netdev"), ("rdma_device", "infiniband", "RDMA device")):
+            if need in pf.needs and not self._listdir(self.sys("bus", "pci", "devices", bdf, directory)):
+                gone.append("%s of %s (/sys/bus/pci/devices/%s/%s/ empty)" % (what, bdf, bdf, directory))
+        return gone
+
+    def incomplete(self, pfs):
+        """``{pf label: [what is missing]}`` for the PFs not complete now."""
+        found = dict((pf.label(), self.missing(pf)) for pf in pfs)
+        return dict((label, what) for label, what in found.items() if what)
+
+    def wait(self, pfs):
+        """Wait, at most ``timeout`` s, until every PF is complete and then the udev queue is settled.
+
+        Returns ``(missing, note)``: ``{pf label: [what is missing]}`` for the PFs still incomplete at the deadline
+        (empty: all there) and why udev did not settle (None when it did, or was not asked).  The settle comes once
+        the PFs are there because their own events (the netdev rename of udev's naming rules) come with them.
+        """
+        deadline = self.clock() + self.timeout
+        while True:
+            missing = self.incomplete(pfs)
+            if not missing:
+                settled, why = self.settle(max(0.0, deadline - self.clock()))
+                missing = self.incomplete(pfs)
+                if not missing:
+                    return {}, None if settled else why
+            if self.clock() >= deadline:
+                return missing, None
+            self.sleep(min(self.POLL, max(0.0, deadline - self.clock())))
+
+def host_root_of(state):
+    """The host root the state file's module calls use."""
+    for params in list(state.get("sriov_vfs", [])) + list(state.get("ib_vf_guids", [])):
+        if params.get("host_root"):
+            return params["host_root"]
+    return (state.get("wait") or {}).get("host_root") or "/"
+
+
+def run_entries(entries, check_mode, errors, attempt):
+    """Run each (step name, run function, params); print one JSON line each; return (failed entries, changed count)."""
+    failed, changed = [], 0
+    for name, run, params in entries:
+        module = BootModule(params, check_mode=check_mode)
+        target = params.get("netdev") or params.get("rdma_device") or params.get("pci_address")
+        line = {"step": name, "pf": target}
+        if attempt:
+            line["attempt"] = attempt + 1
+        try:
+            result = run(module)
+        except errors.RdmaNodeError as exc:
+            failed.append((name, run, params))
+            line.update(failed=True, msg=exc.msg)
+            print(json.dumps(line), flush=True)
+            continue
+        changed += bool(result["changed"])
+        line.update(changed=result["changed"], actions=[step["action"] for step in result["actions"]])
+        print(json.dumps(line), flush=True)
+    return failed, changed
+
+
 def main(argv=None):
     """Apply (or with --check, audit) every entry of the state file; print one JSON line per entry."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -110,6 +259,10 @@ def main(argv=None):
     parser.add_argument("--bundle", default=os.path.join(HERE, "sriov_bundle.py"), help="the role's module_utils bundle")
     parser.add_argument("--lib", default=HERE, help="without a bundle: directory holding ansible_collections/rdma/k8s_node")
     parser.add_argument("--check", action="store_true", help="report drift only (exit 2 when there is some)")
+    parser.add_argument("--wait-timeout", type=float, default=0,
+                        help="first wait at most this many seconds for udev and every PF (0: no wait)")
+    parser.add_argument("--retries", type=int, default=0, help="re-run the entries that failed this many more times")
+    parser.add_argument("--retry-delay", type=float, default=10, help="seconds between two runs")
     args = parser.parse_args(argv)
     if not use_bundle(args.bundle):
         sys.path.insert(0, args.lib)
@@ -121,21 +274,33 @@ def main(argv=None):
     if state.get("version") != 1:
         print("unsupported state file version %r in %s" % (state.get("version"), args.state), file=sys.stderr)
         return 1
-    failed = changed = 0
-    for name, run in (("sriov_vfs", _sriov_host.run_sriov_vfs), ("ib_vf_guids", _sriov_host.run_ib_vf_guids)):
-        for params in state.get(name, []):
-            module = BootModule(params, check_mode=args.check)
-            target = params.get("netdev") or params.get("rdma_device") or params.get("pci_address")
-            try:
-                result = run(module)
-            except _errors.RdmaNodeError as exc:
-                failed += 1
-                print(json.dumps({"step": name, "pf": target, "failed": True, "msg": exc.msg}), flush=True)
-                continue
-            changed += bool(result["changed"])
-            print(json.dumps({"step": name, "pf": target, "changed": result["changed"],
-                              "actions": [step["action"] for step in result["actions"]]}), flush=True)
-    if failed:
+    entries = [(name, run, params)
+               for name, run in (("sriov_vfs", _sriov_host.run_sriov_vfs), ("ib_vf_guids", _sriov_host.run_ib_vf_guids))
+               for params in state.get(name, [])]
+    missing = {}
+    if args.wait_timeout > 0 and not args.check:
+        pfs = wait_list(state)
+        missing, note = Waiter(host_root_of(state), args.wait_timeout).wait(pfs)
+        if note:
+            print("warning: the udev event queue did not settle (%s); applying to the PFs present" % note, file=sys.stderr)
+        for label, what in missing.items():
+            print(json.dumps({"step": "wait", "pf": label, "failed": True, "missing": what,
+                              "msg": "%s still missing after %gs: %s" % (label, args.wait_timeout, "; ".join(what))}),
+                  flush=True)
+        absent = [pf for pf in pfs if pf.label() in missing]
+        entries = [entry for entry in entries if not any(pf.covers(entry[2]) for pf in absent)]
+    failed, changed = run_entries(entries, args.check, _errors, 0)
+    for attempt in range(1, max(0, args.retries) + 1):
+        if not failed or args.check:
+            break
+        time.sleep(args.retry_delay)
+        # GUIDs are set on the VFs sriov_vfs makes: after a failed sriov_vfs call its PF's ib_vf_guids call (which
+        # found no VFs, or old ones) runs again too; state entries do not say which PF a netdev name is, so all do.
+        again = [entry for entry in entries if entry in failed
+                 or (entry[0] == "ib_vf_guids" and any(name == "sriov_vfs" for name, dummy_run, dummy_params in failed))]
+        failed, more = run_entries(again, args.check, _errors, attempt)
+        changed += more
+    if failed or missing:
         return 1
     return 2 if args.check and changed else 0
 

@@ -7,6 +7,8 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import yaml
 
@@ -100,3 +102,152 @@ def test_applier_runs_from_the_bundle_alone(tmp_path, monkeypatch):
         assert '"step": "ib_vf_guids", "pf": "0000:18:00.0", "changed": true' in first.stdout
         again = subprocess.run(argv + ["--check"], env=env, capture_output=True, text=True, check=False)
         assert again.returncode == 0, again.stdout + again.stderr
+
+
+# ---------------------------------------------------------------------------------------------- boot: late PFs
+# hwsim's power-on probes every PF at once and its delays (vf_probe, sriov_numvfs_write, bind, udev_rename) do not
+# cover a PF probed late, so the late probe is driven here through the simulated kernel's own interface: the PF's
+# driver unbound right after power-on (its netdev and RDMA device go away, as before mlx5_core has probed it), bound
+# again from a thread N seconds after the applier started.
+PF_BDF = "0000:18:00.0"
+
+
+def unbind_pf(root, bdf=PF_BDF):
+    (root / "sys/bus/pci/drivers/mlx5_core/unbind").write_text(bdf)
+
+
+def bind_pf_later(root, seconds, bdf=PF_BDF):
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), (root / "sys/bus/pci/drivers/mlx5_core/bind").write_text(bdf)))
+    thread.start()
+    return thread
+
+
+def with_wait(data, needs=("netdev", "rdma_device")):
+    """The ``wait`` section the role writes: the PF as configured (by netdev) and what it had at provisioning."""
+    return dict(data, wait={"pfs": [{"by": "netdev", "name": "ibp24s0", "pci_address": PF_BDF, "needs": list(needs)}]})
+
+
+def test_boot_waits_for_a_pf_probed_seconds_after_the_unit_started(tmp_path, monkeypatch, capsys):
+    """Simulated power-on where the PF appears 2 s after the unit starts: VFs and GUIDs end up as provisioned."""
+    applier = load_applier()
+    with sim_node("dgx-h100", tmp_path, monkeypatch) as node:
+        data = with_wait(state(node.root))
+        state_file = tmp_path / "sriov.json"
+        state_file.write_text(json.dumps(data))
+        assert applier.main(["--state", str(state_file)]) == 0
+        before = [row["guid"] for row in run_module(monkeypatch, ib_vf_guids.main, given(data["ib_vf_guids"][0]), check=True)["guids"]]
+        capsys.readouterr()
+
+        node.reboot()
+        unbind_pf(node.root)
+        assert not (node.root / "sys/class/net/ibp24s0").exists()
+        assert not list((node.root / "sys/bus/pci/devices" / PF_BDF / "infiniband").glob("*"))
+        started = time.monotonic()
+        thread = bind_pf_later(node.root, 2.0)
+        try:
+            assert applier.main(["--state", str(state_file), "--wait-timeout", "30"]) == 0, capsys.readouterr()
+        finally:
+            thread.join()
+        assert time.monotonic() - started >= 2.0
+        out = capsys.readouterr().out
+        assert '"step": "wait"' not in out
+        assert applier.main(["--state", str(state_file), "--check"]) == 0
+        assert run_module(monkeypatch, sriov_vfs.main, given(data["sriov_vfs"][0]), check=True)["changed"] is False
+        after = run_module(monkeypatch, ib_vf_guids.main, given(data["ib_vf_guids"][0]), check=True)
+        assert after["changed"] is False and [row["guid"] for row in after["guids"]] == before
+
+
+def test_boot_names_the_pf_that_never_appears_and_gives_up_in_time(tmp_path, monkeypatch, capsys):
+    applier = load_applier()
+    with sim_node("dgx-h100", tmp_path, monkeypatch) as node:
+        data = with_wait(state(node.root))
+        state_file = tmp_path / "sriov.json"
+        state_file.write_text(json.dumps(data))
+        node.reboot()
+        unbind_pf(node.root)
+        started = time.monotonic()
+        assert applier.main(["--state", str(state_file), "--wait-timeout", "1.5", "--retries", "2", "--retry-delay", "0"]) == 1
+        assert time.monotonic() - started < 15
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert lines == [{"step": "wait", "pf": "netdev ibp24s0", "failed": True, "missing": ["netdev ibp24s0 (not present)"],
+                          "msg": "netdev ibp24s0 still missing after 1.5s: netdev ibp24s0 (not present)"}], \
+            "the PF's own sriov_vfs and ib_vf_guids calls are left out, not failed one by one"
+
+
+def test_boot_names_what_is_missing_of_a_present_pf(tmp_path, monkeypatch, capsys):
+    """mlx5_ib not loaded yet: the Ethernet PF lacks its RDMA device, the IB PF also its IPoIB netdev; each named."""
+    applier = load_applier()
+    with sim_node("dgx-h100", tmp_path, monkeypatch) as node:
+        data = state(node.root)
+        eth = dict(data["sriov_vfs"][0], netdev="enp41s0f0np0", num_vfs=2, vf_defaults=None)
+        data = dict(data, sriov_vfs=[data["sriov_vfs"][0], eth], ib_vf_guids=[])
+        data["wait"] = {"pfs": [{"by": "pci_address", "name": PF_BDF, "pci_address": PF_BDF, "needs": ["netdev", "rdma_device"]},
+                                {"by": "netdev", "name": "enp41s0f0np0", "needs": ["netdev", "rdma_device"]}]}
+        data["sriov_vfs"][0] = dict(data["sriov_vfs"][0], netdev=None, pci_address=PF_BDF)
+        state_file = tmp_path / "sriov.json"
+        state_file.write_text(json.dumps(data))
+        node.reboot()
+        node.call({"cmd": "modprobe", "name": "mlx5_ib", "remove": True})   # kmod also drops ib_ipoib and mlx5_core
+        node.call({"cmd": "modprobe", "name": "mlx5_core"})                  # back: Ethernet netdevs only, no IPoIB
+        assert applier.main(["--state", str(state_file), "--wait-timeout", "1"]) == 1
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        waits = dict((line["pf"], line["missing"]) for line in lines if line["step"] == "wait")
+        assert waits == {
+            "PCI device " + PF_BDF: ["netdev of %s (/sys/bus/pci/devices/%s/net/ empty)" % (PF_BDF, PF_BDF),
+                                     "RDMA device of %s (/sys/bus/pci/devices/%s/infiniband/ empty)" % (PF_BDF, PF_BDF)],
+            "netdev enp41s0f0np0": ["RDMA device of 0000:29:00.0 (/sys/bus/pci/devices/0000:29:00.0/infiniband/ empty)"]}
+
+
+def test_waiter_settles_udev_once_the_pfs_are_there_and_only_warns_when_it_does_not(tmp_path):
+    """Fake clock: the wait polls until the PF exists, then settles udev with what is left of the budget."""
+    applier = load_applier()
+    now = [0.0]
+    calls = []
+    net = tmp_path / "sys/class/net"
+    net.mkdir(parents=True)
+
+    def sleep(seconds):
+        now[0] += seconds
+        if now[0] >= 3 and not (net / "ibp24s0").exists():
+            device = tmp_path / "sys/devices/pci0000:15/0000:18:00.0"
+            (device / "net/ibp24s0").mkdir(parents=True)
+            (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+            (tmp_path / "sys/bus/pci/devices/0000:18:00.0").symlink_to(device)
+            (net / "ibp24s0").mkdir()
+            (net / "ibp24s0/device").symlink_to(device)
+
+    def settle(seconds):
+        calls.append((now[0], seconds))
+        return False, "timeout"
+
+    pf = applier.PfWait("netdev", "ibp24s0", ["netdev"])
+    waiter = applier.Waiter(str(tmp_path), 10, clock=lambda: now[0], sleep=sleep, settle=settle)
+    assert waiter.wait([pf]) == ({}, "timeout")
+    assert calls == [(3.0, 7.0)]
+    missing, note = applier.Waiter(str(tmp_path), 2, clock=lambda: now[0], sleep=sleep, settle=settle).wait(
+        [applier.PfWait("rdma_device", "mlx5_0", ["netdev"])])
+    assert missing == {"RDMA device mlx5_0": ["RDMA device mlx5_0 (not present)"]} and note is None
+    assert applier.Waiter("/", 1).udev_settle(0)[0] in (True, False)
+
+
+def test_wait_list_without_a_wait_section_follows_the_entries(tmp_path):
+    applier = load_applier()
+    pfs = applier.wait_list(state(tmp_path))
+    assert [(pf.by, pf.name, pf.needs) for pf in pfs] == [("netdev", "ibp24s0", ["netdev"]), ("pci_address", PF_BDF, [])]
+
+
+def test_failed_entries_are_retried_alone(tmp_path, monkeypatch, capsys):
+    """A transient failure (EBUSY on sriov_numvfs once) is retried, with the GUID calls that depend on its VFs."""
+    applier = load_applier()
+    with sim_node("dgx-h100", tmp_path, monkeypatch) as node:
+        data = state(node.root)
+        state_file = tmp_path / "sriov.json"
+        state_file.write_text(json.dumps(data))
+        node.call({"cmd": "fault_add", "path": "sys/bus/pci/devices/%s/sriov_numvfs" % PF_BDF, "op": "write",
+                   "action": "errno", "errno": "EBUSY", "count": 1})
+        assert applier.main(["--state", str(state_file), "--retries", "2", "--retry-delay", "0"]) == 0
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [(line["step"], line.get("attempt", 1), bool(line.get("failed"))) for line in lines] == [
+            ("sriov_vfs", 1, True), ("ib_vf_guids", 1, False), ("sriov_vfs", 2, False), ("ib_vf_guids", 2, False)]
+        assert lines[3]["changed"] is True, "the GUIDs are set on the VFs of the second run"
+        assert applier.main(["--state", str(state_file), "--check"]) == 0
