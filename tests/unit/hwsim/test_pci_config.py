@@ -1,11 +1,13 @@
 """PCI configuration space: the sysfs `config` file, link attributes read from it, ACS, the degraded archetype and the
 setpci shim (issue 22 item 2, issue 19 item 4)."""
 
+import ast
 import errno
 import json
 import os
 import stat
 import subprocess
+import sys
 
 import pytest
 
@@ -237,3 +239,15 @@ def test_setpci_errors(tmp_path):
     assert setpci(tmp_path, "-s", NIC, "VENDOR_ID.w").stdout == "15b3\n"
     assert setpci(tmp_path, "-s", NIC, "0.l").stdout == "102115b3\n"
     assert setpci(tmp_path, "-s", NIC, "CAP10.b").stdout == "10\n"
+
+
+def test_setpci_shim_is_executable_stdlib_only_python():
+    shim = SHIMS / "setpci"
+    assert os.access(shim, os.X_OK)
+    text = shim.read_text(encoding="utf-8")
+    assert text.startswith("#!/usr/bin/env python\n")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            assert all(alias.name.split(".")[0] in sys.stdlib_module_names for alias in node.names)
+        if isinstance(node, ast.ImportFrom):
+            assert str(node.module).split(".", maxsplit=1)[0] in sys.stdlib_module_names
