@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 UNSET = "__unset__"
 _SPEC = {

@@ -17,7 +17,7 @@ from ansible.module_utils.common.yaml import yaml_load
 
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_report
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._hostvars import plain as _plain
 
 # the roles whose defaults are the desired state when the inventory says nothing (from the layer registry)

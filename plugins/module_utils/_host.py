@@ -545,6 +545,21 @@ class HostRoot:
             os.close(fd)
 
 
+    def write_at(self, node_path, offset, data):
+        """Write ``data`` at ``offset`` of a binary attribute (a PCI ``config``) in one ``pwrite()``; the last
+        component is never a link, a FIFO or a directory.  Errors are the original ``OSError``."""
+        fd = self.open_fd(node_path, os.O_WRONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        try:
+            kind = file_kind(os.fstat(fd).st_mode)
+            if kind:
+                raise OSError(errno.EINVAL, "%s is %s, not an attribute" % (node_path, kind))
+            written = os.pwrite(fd, data, offset)
+            if written != len(data):
+                raise OSError(errno.EIO, "%s: %d of %d bytes written at 0x%x" % (node_path, written, len(data), offset))
+        finally:
+            os.close(fd)
+
+
 class HostCommands:
     """Runs node commands for a module, inside ``host_root`` when it is not ``/``.
 

@@ -428,6 +428,21 @@ ansible_facts:
                                  "nvidia_driver": {"version": "550.127.05", "open": false},
                                  "kernel_release": "6.1.0-28-amd64", "openibd": true, "openibd_dropins": []},
                    "problems": []}
+        layers:
+          description:
+            - The facts of each layer built as a room, by the layer's own observer (the one its module uses), keyed by
+              the layer's name; V(null) for a layer whose observer failed (the reason is in RV(ansible_facts.rdma.problems)).
+            - C(pcie) - per RDMA NIC physical function (PCI address) its C(rdma_devices), C(max_read_request) in bytes,
+              C(devctl) (the Device Control register) and C(cap) (the PCI Express capability's offset), or C(error);
+              C(unit) (the boot unit - C(path), C(exists), C(values) per function, C(text)); C(setpci) (its path on the
+              node, or V(null)). See docs/pcie.md.
+          returned: always
+          type: dict
+          sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,
+                                                        "devctl": "0x2937", "cap": "0x60"}},
+                            "unit": {"path": "/etc/systemd/system/rdma-k8s-node-pcie.service", "exists": false,
+                                     "values": {}, "text": null},
+                            "setpci": "/usr/bin/setpci"}}
         problems:
           description: Files that exist but could not be read or parsed.
           returned: always
@@ -443,6 +458,19 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery impo
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import runtime_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry
+
+
+def layer_facts(host, problems):
+    """``{layer: facts}`` of the layers built as rooms (each brings its observer; see the layer registry)."""
+    out = {}
+    for layer in _registry.rooms():
+        try:
+            out[layer.name] = layer.observe(host)
+        except RdmaNodeError as exc:
+            out[layer.name] = None
+            problems.append({"path": "layers.%s" % layer.name, "error": exc.msg})
+    return out
 
 
 def main():
@@ -459,6 +487,7 @@ def main():
         facts["runtime"] = runtime_facts(host, commands)
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
+        facts["layers"] = layer_facts(host, facts["problems"])
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

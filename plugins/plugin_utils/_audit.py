@@ -35,7 +35,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as _s
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._sysctl_settings import rdma_netdevs, rdma_sysctl_settings
 
@@ -43,7 +43,7 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "drift", "fail", "unknown")
 # the worst status of a host or an inventory: fail > unknown > drift > ok (unknown may hide a failure)
 _RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
-# the facts pseudo-layer, then every layer of the registry (plugin_utils/_layers.py), in its order
+# the facts pseudo-layer, then every layer of the registry (module_utils/layers/_registry.py), in its order
 LAYERS = (_layers.FACTS_LAYER,) + _layers.names()
 # PCIe distance classes of nvidia-smi topo, best first
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -865,7 +865,7 @@ def _topology_layer(checks, facts, desired):
     _cgroup(checks, facts)
 
 
-# the judge of each layer of the registry (a test holds the two to the same names)
+# the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
     "drivers": _drivers, "kernel": _kernel, "netns": _netns, "sysctl": _sysctl_layer, "sriov": _sriov,
     "containerd": _containerd_checks, "kubelet": _kubelet_layer, "topology": _topology_layer,
@@ -925,9 +925,19 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
     for section in ("persisted", "drivers"):
         for problem in (facts.get(section) or {}).get("problems") or []:
             checks.add("facts.read", "unknown", subject=problem.get("path"), detail=problem.get("error"))
-    for layer in _layers.names():
-        if layer in layers:
-            _JUDGES[layer](checks, facts, desired)
+    for layer in _layers.LAYERS:
+        if layer.name not in layers:
+            continue
+        if layer.judge is None:
+            _JUDGES[layer.name](checks, facts, desired)
+            continue
+        # a room: its own judgement of its own facts (the module's planner run on them)
+        section = (facts.get("layers") or {}).get(layer.name)
+        if section is None:
+            continue  # facts of an older collection version, or its observer failed (a facts.read problem)
+        for check in layer.judge(section, desired):
+            check = dict(check)
+            checks.add(check.pop("id"), check.pop("status"), **check)
     return checks.items
 
 

@@ -22,6 +22,9 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from collections import namedtuple
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import judge as _pcie_judge
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
+
 Layer = namedtuple("Layer", (
     "name",            # the layer's name in the audit report and in rdma_audit_layers
     "title",           # for humans (docs, reports)
@@ -30,7 +33,10 @@ Layer = namedtuple("Layer", (
     "check_prefixes",  # check-id prefixes judged in this layer besides its name (``gpudirect.path`` -> drivers)
     "facts_keys",      # the keys of ansible_facts.rdma the audit judges it with
     "docs",            # where it is documented
-))
+    # a layer built as a room (plugins/module_utils/layers/<name>/) brings its own observer and judgement:
+    "observe",         # host -> its facts, which rdma_facts returns as ansible_facts.rdma.layers.<name>
+    "judge",           # (its facts, desired or None) -> the audit's checks of the layer
+), defaults=(None, None))
 
 LAYERS = (
     Layer("drivers", "Drivers (DOCA-OFED) and GPUDirect RDMA", ("doca_ofed", "nvidia_peermem"),
@@ -47,6 +53,9 @@ LAYERS = (
     Layer("sysctl", "ARP and reverse-path sysctls of the RDMA netdevs", ("rdma_sysctl",),
           ("rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file"),
           (), ("sysctl", "persisted", "devices"), "docs/kernel.md#arp-and-reverse-path-filtering-sysctl_dropin-role-rdma_sysctl"),
+    Layer("pcie", "PCIe Max_Read_Request_Size of the RDMA NICs", ("pcie_tuning",),
+          ("pcie_tuning_max_read_request", "pcie_tuning_devices", "pcie_tuning_boot_unit"),
+          (), ("layers",), "docs/pcie.md", observe=_pcie_observe.facts, judge=_pcie_judge.judge),
     Layer("sriov", "SR-IOV VFs and InfiniBand VF GUIDs", ("sriov",),
           ("sriov_pfs",),
           (), ("devices", "persisted"), "docs/sriov.md"),
@@ -111,6 +120,11 @@ def provision_roles():
         if role == "rdma_sysctl":
             order.extend(later)
     return tuple(order)
+
+
+def rooms():
+    """The layers built as rooms (their own observer and judgement), in registry order."""
+    return tuple(layer for layer in LAYERS if layer.observe is not None)
 
 
 def default_roles():

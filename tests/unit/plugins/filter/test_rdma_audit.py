@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rdma.k8s_node.plugins.filter import rdma_audit as F
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 hwsim = pytest.importorskip("hwsim")
 

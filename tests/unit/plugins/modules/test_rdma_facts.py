@@ -27,7 +27,7 @@ ANSIBLE = REPO / ".venv" / "bin" / "ansible"
 
 CONTRACT_KEYS = {"devices", "gpus", "gpu_nic_affinity", "netns_mode", "kernel_cmdline", "modules", "sysctl", "mtu",
                  "rdma_cgroup", "problems", "numa_nodes", "runtime", "persisted",
-                 "cpu_vendor", "device_plugins", "drivers"}
+                 "cpu_vendor", "device_plugins", "drivers", "layers"}
 
 
 class ExitJson(Exception):
@@ -159,6 +159,10 @@ def test_module_on_simulated_dgx_h100(dgx):
     drivers = facts.pop("drivers")
     assert drivers["gpudirect"]["nvidia_driver"] == {"version": "550.127.05", "open": False}
     assert drivers["ofed"]["running_version"] == "24.10-1.1.4" and drivers["problems"] == []
+    layers = facts.pop("layers")
+    # the pcie room's observer reads the simulator's configuration space (power-on MaxReadReq 512, tests/hwsim)
+    pcie = layers["pcie"]["devices"]
+    assert len(pcie) == 12 and set(d["max_read_request"] for d in pcie.values()) == {512}
     assert facts == json.loads(json.dumps(gather(HostRoot(str(dgx)))))
     assert runtime["containerd"]["config_version"] is None, "the simulated node has no containerd"
     assert len(facts["devices"]) == 12 and len(facts["gpus"]) == 8 and facts["problems"] == []

@@ -1,4 +1,4 @@
-"""The layer registry (plugin_utils/_layers.py) is the one list of layers: the Python consumers derive from it, and
+"""The layer registry (module_utils/layers/_registry.py) is the one list of layers: the Python consumers derive from it, and
 the YAML and Markdown ones (which cannot import it) are held to it here."""
 
 import pathlib
@@ -8,7 +8,7 @@ import yaml
 
 from ansible_collections.rdma.k8s_node.plugins.filter import rdma_audit as audit_filter
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _layers
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 
@@ -20,7 +20,10 @@ def _yaml(path):
 def test_the_audit_derives_its_lists_from_the_registry():
     assert _audit.LAYERS == ("facts",) + _layers.names()
     assert _audit.DESIRED_VARS == _layers.desired_vars()
-    assert sorted(_audit._JUDGES) == sorted(_layers.names())  # pylint: disable=protected-access
+    judged_here = sorted(_audit._JUDGES)  # pylint: disable=protected-access
+    rooms = sorted(layer.name for layer in _layers.rooms())
+    assert sorted(judged_here + rooms) == sorted(_layers.names()) and not set(judged_here) & set(rooms)
+    assert all(layer.judge is not None for layer in _layers.rooms())
     assert audit_filter.DEFAULTS_ROLES == _layers.default_roles()
     assert _audit.layer_of("gpudirect.path") == "drivers" and _audit.layer_of("mtu.node") == "topology"
     assert _audit.layer_of("kernel.cmdline") == "kernel"
@@ -48,9 +51,13 @@ def test_every_layer_variable_is_a_variable_of_its_roles():
         assert missing == [], layer.name
 
 
-def test_rdma_audit_layers_choices_are_the_registry():
+def test_rdma_audit_layers_are_checked_against_the_registry():
+    """No hand-kept choices in the argument spec: the filter checks each host's list against the registry."""
     spec = _yaml("roles/rdma_audit/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert tuple(spec["rdma_audit_layers"]["choices"]) == _layers.names()
+    assert "choices" not in spec["rdma_audit_layers"]
+    assert ", ".join(_layers.names()) in " ".join(spec["rdma_audit_layers"]["description"])
+    assert _audit.host_layers(["pcie", "sriov"]) == (["pcie", "sriov"], [])
+    assert "must be a list of" in _audit.host_layers(["gpus"])[1][0]
 
 
 def test_provision_runs_the_registry_roles_in_order():
