@@ -544,7 +544,6 @@ class HostRoot:
         finally:
             os.close(fd)
 
-
     def write_at(self, node_path, offset, data):
         """Write ``data`` at ``offset`` of a binary attribute (a PCI ``config``) in one ``pwrite()``; the last
         component is never a link, a FIFO or a directory.  Errors are the original ``OSError``."""

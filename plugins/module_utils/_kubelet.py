@@ -387,14 +387,14 @@ def stale_state_reasons(changes, after):
     memory_policy = after.get("memoryManagerPolicy", DEFAULTS["memoryManagerPolicy"])
     cpu_state, memory_state = STATE_FILES["cpuManagerPolicy"], STATE_FILES["memoryManagerPolicy"]
     if "cpuManagerPolicy" in changes:
-        out[cpu_state] = "cpuManagerPolicy changes (%s -> %s)" % (changes["cpuManagerPolicy"]["before"],
-                                                                    changes["cpuManagerPolicy"]["after"])
+        out[cpu_state] = "cpuManagerPolicy changes (%s -> %s)" % (
+            changes["cpuManagerPolicy"]["before"], changes["cpuManagerPolicy"]["after"])
     elif "reservedSystemCPUs" in changes and cpu_policy == "static":
         out[cpu_state] = "reservedSystemCPUs changes (%s -> %s) under the static CPU manager" % (
             changes["reservedSystemCPUs"]["before"], changes["reservedSystemCPUs"]["after"])
     if "memoryManagerPolicy" in changes:
-        out[memory_state] = "memoryManagerPolicy changes (%s -> %s)" % (changes["memoryManagerPolicy"]["before"],
-                                                                          changes["memoryManagerPolicy"]["after"])
+        out[memory_state] = "memoryManagerPolicy changes (%s -> %s)" % (
+            changes["memoryManagerPolicy"]["before"], changes["memoryManagerPolicy"]["after"])
     elif "reservedMemory" in changes and memory_policy == "Static" and \
             reserved_memory_table(changes["reservedMemory"]["before"]) != reserved_memory_table(changes["reservedMemory"]["after"]):
         out[memory_state] = "reservedMemory changes under the Static memory manager"

@@ -78,8 +78,8 @@ options:
     type: dict
   topology_manager_default_options:
     description:
-      - Policy options applied only where they fit, for example C({prefer-closest-numa-nodes: "true"}) (the role's
-        default).
+      - Policy options applied only where they fit, for example C(prefer-closest-numa-nodes) set to V(true) (the
+        role's default).
       - Each is added to C(topologyManagerPolicyOptions) unless O(topology_manager_policy_options) sets it, the node's
         own configuration (config file, other drop-ins, flags) already sets it, the installed kubelet would refuse it
         with its version and feature gates, or (C(prefer-closest-numa-nodes)) the policy is not V(best-effort) or

@@ -167,7 +167,7 @@ def run_module(module):
     result.observed = dict(observed, unit=dict((k, v) for k, v in observed["unit"].items() if k != "text"))
     if planned["problems"]:
         raise HostReadError("nothing was changed: %s" % "; ".join(planned["problems"]),
-                         {"problems": planned["problems"]}, dict(result.as_dict(with_diff=False), changed=False))
+                            {"problems": planned["problems"]}, dict(result.as_dict(with_diff=False), changed=False))
     unit_plan = _apply.file_plan(host, planned)
     for step in planned["actions"]:
         diff = None

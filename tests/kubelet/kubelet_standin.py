@@ -103,7 +103,7 @@ def fmt_cpus(values):
     start = prev = None
     for cpu in values + [None]:
         if start is not None and (cpu is None or cpu != prev + 1):
-            out.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            out.append(str(start) if start == prev else "%s-%s" % (start, prev))
             start = None
         if cpu is not None and start is None:
             start = cpu

@@ -222,6 +222,7 @@ class Waiter:
                 return missing, None
             self.sleep(min(self.POLL, max(0.0, deadline - self.clock())))
 
+
 def host_root_of(state):
     """The host root the state file's module calls use."""
     for params in list(state.get("sriov_vfs", [])) + list(state.get("ib_vf_guids", [])):

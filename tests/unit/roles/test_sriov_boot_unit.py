@@ -59,7 +59,7 @@ FULL = {"rdma-hw.target": "loaded", "openibd.service": "loaded", "kubelet.servic
 
 def test_units_found_follow_load_state():
     assert var("sriov__boot_units", sriov__unit_probe={"stdout": probe(**FULL)}) == list(FULL)
-    masked = dict(FULL, **{"openibd.service": "masked"})
+    masked = {**FULL, "openibd.service": "masked"}
     assert var("sriov__boot_units", sriov__unit_probe={"stdout": probe(**masked)}) == ["rdma-hw.target", "kubelet.service"]
     assert var("sriov__boot_units", sriov__unit_probe={"stdout": ""}) == [], "no systemd manager: nothing found"
 
@@ -75,7 +75,7 @@ def test_bare_node_no_rdma_core_no_ofed_no_kubelet():
 
 
 def test_rdma_core_node_orders_after_rdma_hw_target():
-    text = unit(node(**dict(BARE, **{"rdma-hw.target": "loaded"})))
+    text = unit(node(**{**BARE, "rdma-hw.target": "loaded"}))
     assert lines(text, "Wants") == ["network-pre.target", "rdma-hw.target"]
     assert "rdma-hw.target" in lines(text, "After") and "openibd.service" not in lines(text, "After")
 
@@ -93,7 +93,7 @@ def test_doca_ofed_node_orders_after_openibd_and_the_kubelet_requires_the_unit()
 @pytest.mark.parametrize("setting,installed,expected", [
     ("auto", True, True), ("auto", False, False), (True, False, True), (False, True, False), ("false", True, False)])
 def test_kubelet_requirement_default_on_only_when_the_kubelet_is_installed(setting, installed, expected):
-    states = dict(BARE, **{"kubelet.service": "loaded" if installed else "not-found"})
+    states = {**BARE, "kubelet.service": "loaded" if installed else "not-found"}
     context = dict(node(**states), sriov_boot_kubelet_requires=setting)
     assert to_bool(var("sriov__kubelet_requires", **context)) is expected
 

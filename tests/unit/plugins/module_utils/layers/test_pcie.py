@@ -138,7 +138,8 @@ PFS = {"0000:18:00.0": ("mlx5_0", 0x2937), "0000:29:00.0": ("mlx5_1", 0x5937)}
 VF = "0000:18:00.2"
 
 
-def make_node(root, pfs=PFS, setpci=True):
+def make_node(root, pfs=None, setpci=True):
+    pfs = PFS if pfs is None else pfs
     for bdf, (name, devctl) in pfs.items():
         dev = root / "sys/devices/pci0000:00" / bdf
         dev.mkdir(parents=True, exist_ok=True)
