@@ -12,6 +12,7 @@ from typing import Callable
 from . import fmt
 from .models import MODELS
 from .pciconf import ConfigSpace
+from .spec import PHYS_STATES, PMA_COUNTERS
 from .state import IbDev, NetDev, Node, PciDevice, Pf
 from .vfs import Tree
 
@@ -228,7 +229,7 @@ def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
     tree.add_link(f"{base}/subsystem", "sys/class/infiniband")
     tree.add_value(f"{base}/node_guid", fmt.guid_sysfs(ib.node_guid))
     tree.add_value(f"{base}/sys_image_guid", fmt.guid_sysfs(ib.sys_image_guid))
-    tree.add_value(f"{base}/fw_ver", model.fw_ver)
+    tree.add_value(f"{base}/fw_ver", _card(ib).fw_ver or model.fw_ver)
     tree.add_value(f"{base}/hca_type", f"MT{ib.dev.device_id}")
     tree.add_value(f"{base}/hw_rev", "0x0")
     tree.add_value(f"{base}/board_id", model.board_id if ib.dev.vf is None else "")
@@ -236,7 +237,7 @@ def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
     tree.add_value(f"{base}/node_desc", f"{node.spec.name} {ib.name}")
     port = f"{base}/ports/1"
     tree.add_file(f"{port}/state", lambda: IB_STATES[node.port_state(ib)] + "\n")
-    tree.add_file(f"{port}/phys_state", lambda: "5: LinkUp\n" if node.port_state(ib) == "ACTIVE" else "3: Disabled\n")
+    tree.add_file(f"{port}/phys_state", lambda: _phys_state(node, ib))
     tree.add_value(f"{port}/link_layer", ib.link_layer)
     tree.add_file(f"{port}/rate", lambda: node.port_rate(ib) + "\n")
     tree.add_file(f"{port}/lid", lambda: f"0x{_lid(node, ib):x}\n")
@@ -247,7 +248,26 @@ def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
     tree.add_value(f"{port}/pkeys/0", "0xffff")
     for counter in HW_COUNTERS:
         tree.add_value(f"{port}/hw_counters/{counter}", "0")
+    # PMA PortCounters (sysfs.c PORT_PMA_ATTR, "%u\n"): the spec's values on a PF, zero elsewhere
+    counters = ib.dev.pf.fspec.counters if ib.dev.pf is not None else {}
+    for counter in PMA_COUNTERS:
+        tree.add_value(f"{port}/counters/{counter}", str(counters.get(counter, 0)))
     _gids(tree, node, ib, port)
+
+
+def _card(ib: IbDev):
+    """The spec of the NIC card an RDMA device belongs to (a VF's is its PF's)."""
+    pf = ib.dev.pf or ib.dev.vf.pf
+    return pf.card.spec
+
+
+def _phys_state(node: Node, ib: IbDev) -> str:
+    """``N: Name`` as phys_state_show() prints it: the PF's spec override (a VF shares its PF's physical port), else
+    LinkUp for an ACTIVE port and Disabled otherwise."""
+    pf = ib.dev.pf or ib.dev.vf.pf
+    if pf.fspec.phys_state:
+        return f"{PHYS_STATES.index(pf.fspec.phys_state)}: {pf.fspec.phys_state}\n"
+    return "5: LinkUp\n" if node.port_state(ib) == "ACTIVE" else "3: Disabled\n"
 
 
 def _lid(node: Node, ib: IbDev) -> int:

@@ -158,7 +158,8 @@ def _rdma_devs(node: Node) -> list[IbDev]:
 
 def _rdma_dev_show(node: Node, dummy_cmd: dict[str, Any]) -> Any:
     with node.lock:
-        return [{"ifindex": ib.index, "ifname": ib.name, "node_type": "ca", "fw": ib.dev.model.fw_ver,
+        return [{"ifindex": ib.index, "ifname": ib.name, "node_type": "ca",
+                 "fw": (ib.dev.pf or ib.dev.vf.pf).card.spec.fw_ver or ib.dev.model.fw_ver,
                  "node_guid": fmt.guid_sysfs(ib.node_guid), "sys_image_guid": fmt.guid_sysfs(ib.sys_image_guid)}
                 for ib in _rdma_devs(node)]
 

@@ -55,6 +55,21 @@ class FunctionSpec:
     lid: int = 0
     sm_lid: int = 0
     rate: str | None = None
+    #: physical port state override (phys_state_to_str() names: Polling, Disabled, LinkUp ...); None = follows port_state
+    phys_state: str | None = None
+    #: PMA PortCounters of the port (``counters/<name>``); counters not given read 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+#: ``phys_state`` values as drivers/infiniband/core/sysfs.c phys_state_to_str() names them (index = the number)
+PHYS_STATES = ("<unknown>", "Sleep", "Polling", "Disabled", "PortConfigurationTraining", "LinkUp", "LinkErrorRecovery",
+               "Phy Test")
+#: the PortCounters error counters the kernel shows under ``ports/<n>/counters/`` (sysfs.c PORT_PMA_ATTR) and their
+#: widths in bits: the PMA saturates each at its maximum, it does not wrap
+PMA_COUNTERS = {"symbol_error": 16, "link_error_recovery": 8, "link_downed": 8, "port_rcv_errors": 16,
+                "port_rcv_remote_physical_errors": 16, "port_rcv_switch_relay_errors": 16, "port_xmit_discards": 16,
+                "port_xmit_constraint_errors": 8, "port_rcv_constraint_errors": 8, "local_link_integrity_errors": 4,
+                "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16, "port_xmit_wait": 32}
 
 
 @dataclass
@@ -76,6 +91,8 @@ class DeviceSpec:
     link: dict[str, int] = field(default_factory=dict)
     #: ACS Control at power-on (bridges that are root or downstream ports); None = the hardware reset value 0
     acs: int | None = None
+    #: NICs: the running firmware version (``fw_ver``); None = the model's
+    fw_ver: str | None = None
 
 
 @dataclass
@@ -394,7 +411,12 @@ def _parse_nic(dev: DeviceSpec, item: dict[str, Any], where: str) -> None:
             node_guid=fmt.parse_guid(str(guid)) if guid else None,
             mac=bytes(int(octet, 16) for octet in str(mac).split(":")) if mac else None,
             mtu=entry.get("mtu"), port_state=str(entry.get("port_state", "ACTIVE")),
-            lid=int(entry.get("lid", 0)), sm_lid=int(entry.get("sm_lid", 0)), rate=entry.get("rate")))
+            lid=int(entry.get("lid", 0)), sm_lid=int(entry.get("sm_lid", 0)), rate=entry.get("rate"),
+            phys_state=_parse_phys_state(entry.get("phys_state"), f"{where}.functions"),
+            counters=_parse_counters(entry.get("counters"), f"{where}.functions")))
+    if item.get("fw_ver") is not None:
+        _require(isinstance(item["fw_ver"], str) and item["fw_ver"].strip() != "", where, "fw_ver must be a version string")
+        dev.fw_ver = item["fw_ver"]
     if item.get("guid"):
         dev.guid = fmt.parse_guid(str(item["guid"]))
     dev.firmware = dict(item.get("firmware") or {})
@@ -407,6 +429,26 @@ def _parse_nic(dev: DeviceSpec, item: dict[str, Any], where: str) -> None:
     func = fmt.parse_bdf(dev.bdf)[3]
     _require(func == 0 or len(dev.functions) == 1, where, "a multi-function card must start at function 0")
     _require(len(dev.functions) <= 8, where, "at most 8 functions")
+
+
+def _parse_phys_state(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    _require(value in PHYS_STATES[1:], where, f"phys_state must be one of {PHYS_STATES[1:]}")
+    return str(value)
+
+
+def _parse_counters(data: Any, where: str) -> dict[str, int]:
+    """`counters: {symbol_error: 12, link_downed: 3}`: values within the counter's width (the PMA saturates there)."""
+    if data is None:
+        return {}
+    _require(isinstance(data, dict), where, "counters must be a mapping of counter name to value")
+    for name, value in data.items():
+        _require(name in PMA_COUNTERS, where, f"unknown counter {name!r}; known: {sorted(PMA_COUNTERS)}")
+        top = (1 << PMA_COUNTERS[name]) - 1
+        _require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top, where,
+                 f"counter {name} must be an integer 0..{top} (a {PMA_COUNTERS[name]}-bit PMA counter)")
+    return dict(data)
 
 
 def _check_unique(spec: Spec, where: str) -> None:
