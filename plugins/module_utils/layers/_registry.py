@@ -22,6 +22,8 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from collections import namedtuple
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import judge as _health_judge
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import judge as _pcie_judge
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 
@@ -36,7 +38,8 @@ Layer = namedtuple("Layer", (
     # a layer built as a room (plugins/module_utils/layers/<name>/) brings its own observer and judgement:
     "observe",         # host -> its facts, which rdma_facts returns as ansible_facts.rdma.layers.<name>
     "judge",           # (its facts, desired or None) -> the audit's checks of the layer
-), defaults=(None, None))
+    "inventory_judge",  # ({host: its facts or None}) -> {host: [checks]} that need every host (None: none)
+), defaults=(None, None, None))
 
 LAYERS = (
     Layer("drivers", "Drivers (DOCA-OFED) and GPUDirect RDMA", ("doca_ofed", "nvidia_peermem"),
@@ -72,6 +75,10 @@ LAYERS = (
           ("rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu"),
           ("mtu", "cgroup"), ("gpus", "devices", "gpu_nic_affinity", "numa_nodes", "mtu", "rdma_cgroup"),
           "docs/audit.md#checks"),
+    Layer("health", "PCIe links, ACS, RDMA ports, error counters and firmware (judged, not provisioned)", (),
+          ("rdma_audit_port_rate", "rdma_audit_counter_thresholds", "rdma_audit_expected_gpus", "rdma_audit_expected_nics"),
+          (), ("layers",), "docs/health.md", observe=_health_observe.facts, judge=_health_judge.judge,
+          inventory_judge=_health_judge.inventory_judge),
 )
 
 # the pseudo-layer of the audit's own checks (facts gathered, files readable, options valid): always reported

@@ -86,3 +86,44 @@ def read_request(data):
 def setpci_value(size):
     """The ``value:mask`` setpci writes to ``CAP_EXP+8.w`` for ``size`` (4096 -> ``5000:7000``)."""
     return "%04x:%04x" % (field_of(size) << READRQ_SHIFT, READRQ_MASK)
+
+
+# -- extended capabilities (PCI Express configuration space above 0x100) ------------------------------------------
+#: where the extended capability list starts (``PCI_CFG_SPACE_SIZE``)
+EXT_CAP_START = 0x100
+#: ``PCI_EXT_CAP_ID_ACS``, and the ACS registers relative to it: ``PCI_ACS_CAP`` (+4) and ``PCI_ACS_CTRL`` (+6)
+EXT_CAP_ID_ACS = 0x000D
+ACS_CAP = 4
+ACS_CTRL = 6
+#: at most this many extended capabilities are followed, the kernel's ttl in pci_find_next_ext_capability():
+#: (PCI_CFG_SPACE_EXP_SIZE - PCI_CFG_SPACE_SIZE) / 8
+_MAX_EXT_CAPS = (4096 - 256) // 8
+
+
+def find_ext_capability(data, cap_id):
+    """Offset of extended capability ``cap_id`` in ``data`` (bytes of ``config``), or None when the function has none.
+
+    Walks the list as drivers/pci/pci.c pci_find_next_ext_capability() does: the header at 0x100 is one dword,
+    ``PCI_EXT_CAP_ID`` bits 15:0, ``PCI_EXT_CAP_VER`` bits 19:16, ``PCI_EXT_CAP_NEXT`` bits 31:20 (& 0xffc); a header of
+    0 (no extended capabilities) or all ones ends it, and so does a next pointer below 0x100.  A conventional PCI
+    function's ``config`` has 256 bytes, so nothing above 0x100: None.  A loop or a pointer past the bytes read is a
+    ParseError.
+    """
+    if len(data) < EXT_CAP_START + 4:
+        return None
+    offset = EXT_CAP_START
+    seen = set()
+    while True:
+        if offset + 4 > len(data):
+            raise ParseError("extended capability at 0x%x is past the %d bytes read" % (offset, len(data)))
+        header = _word(data, offset) | (_word(data, offset + 2) << 16)
+        if header in (0, 0xFFFFFFFF):
+            return None
+        if offset in seen or len(seen) >= _MAX_EXT_CAPS:
+            raise ParseError("extended capability list is broken at 0x%x" % offset)
+        seen.add(offset)
+        if header & 0xFFFF == cap_id:
+            return offset
+        offset = (header >> 20) & 0xFFC
+        if offset < EXT_CAP_START:
+            return None
