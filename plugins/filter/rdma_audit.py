@@ -9,37 +9,25 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 import json
-import os
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.common.yaml import yaml_load
 
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_report
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _defaults
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._hostvars import plain as _plain
 
 # the roles whose defaults are the desired state when the inventory says nothing (from the layer registry)
 DEFAULTS_ROLES = _layers.default_roles()
-_ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
-_DEFAULTS_CACHE = {}
 # what the role's vars lookup gives for a variable that is not set
 UNSET = "__unset__"
 
 
-def role_defaults(roles_dir=_ROLES_DIR):
-    """``{variable: default}`` of :data:`_audit.DESIRED_VARS` from the collection's roles' ``defaults/main.yml``."""
-    if roles_dir not in _DEFAULTS_CACHE:
-        merged = {}
-        for role in DEFAULTS_ROLES:
-            path = os.path.join(roles_dir, role, "defaults", "main.yml")
-            if not os.path.exists(path):
-                continue
-            with open(path, encoding="utf-8") as handle:
-                merged.update(yaml_load(handle) or {})
-        _DEFAULTS_CACHE[roles_dir] = dict((k, merged[k]) for k in _audit.DESIRED_VARS if k in merged)
-    return _DEFAULTS_CACHE[roles_dir]
+def role_defaults():
+    """``{variable: default}`` of the audit's desired-state variables, from the roles' defaults (plugin_utils/_defaults)."""
+    return _defaults.role_defaults()
 
 
 def _facts_of(registered):

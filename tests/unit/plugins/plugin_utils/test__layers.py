@@ -61,7 +61,7 @@ def test_rdma_audit_layers_are_checked_against_the_registry():
 
 
 def test_provision_runs_the_registry_roles_in_order():
-    play = _yaml("playbooks/provision.yml")[0]
+    play = [p for p in _yaml("playbooks/provision.yml") if p["name"] == "Provision RDMA GPU nodes"][0]
     roles = []
 
     def walk(tasks):
