@@ -1201,6 +1201,8 @@ def _flags_to_remove(conflicts, want):
             origin = flag.get("origin") or {}
             if origin.get("how") != "EnvironmentFile" or not origin.get("var"):
                 where = "ExecStart= of %s" % origin.get("file") if origin.get("how") == "ExecStart" else \
+                    "the kubelet-arg list of %s (k3s/rke2 config: remove it there, then restart the service)" \
+                    % origin.get("file") if origin.get("how") == "kubelet-arg" else \
                     "Environment= in %s" % origin.get("file") if origin.get("how") == "Environment" else \
                     "the running kubelet's command line (no unit file or environment file sets it)"
                 raise ConflictError(

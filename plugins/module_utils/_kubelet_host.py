@@ -75,8 +75,10 @@ def _env_file_paths(host, pattern):
     return [pattern]
 
 
-def unit_command(host, files, problems):
-    """``[(word, origin)]`` of the command systemd runs for the unit ``files``, or None without ``ExecStart=``."""
+def unit_command(host, files, problems, env_out=None):
+    """``[(word, origin)]`` of the command systemd runs for the unit ``files``, or None without ``ExecStart=``.
+    ``env_out`` (a dict), when given, receives the unit's environment: name -> value (k3s reads its config path
+    from ``K3S_CONFIG_FILE`` there)."""
     settings = _systemd.service_settings(files)
     problems.extend(settings["problems"])
     if not settings["exec_start"]:
@@ -101,6 +103,8 @@ def unit_command(host, files, problems):
         if not found and not optional:
             problems.append({"what": pattern, "error": "EnvironmentFile=%s (in %s) does not exist: systemd refuses to "
                              "start the kubelet" % (pattern, unit_path)})
+    if env_out is not None:
+        env_out.update((name, value) for name, (value, dummy_origin) in env.items())
     return _systemd.expand_exec(settings["exec_start"], env)
 
 

@@ -17,6 +17,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd a
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd_host as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_rancher as kr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 
 
@@ -91,7 +92,8 @@ def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, drop
     problems = []
     pid = (_pids_of(host, ("kubelet",)) if pids is None else pids).get("kubelet")
     try:
-        line = kh.command_line(host, pid)
+        rancher = kr.detect(host)  # k3s/rke2: the kubelet's flags come from their config files and unit
+        line = kr.command_line(host, rancher, pid) if rancher else kh.command_line(host, pid)
     except RdmaNodeError as exc:
         problems.append({"what": "kubelet command line", "error": exc.msg})
         line = {"running": bool(pid), "pid": pid, "unit": None, "source": None, "config": None, "config_dir": None,
@@ -101,15 +103,21 @@ def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, drop
     out = {"running": bool(pid), "version": None, "config_file": config_file, "config_dir": line["config_dir"],
            "command_line": {"source": line["source"], "unit": line["unit"], "flags_from": line["flags_from"]},
            "settings": {}, "layers": [], "live_flags": line["live_flags"], "state_files": {}, "problems": problems}
-    if commands is not None and commands.find("kubelet"):
-        rc, text, dummy_err = commands.run(["kubelet", "--version"])
+    if line.get("rancher"):
+        out["rancher"] = line["rancher"]
+    binary = (line.get("rancher") or {}).get("binary")
+    if commands is not None and (host.is_executable(binary) if binary else commands.find("kubelet")):
+        rc, text, dummy_err = commands.run([binary or "kubelet", "--version"])
         try:
             out["version"] = ".".join(str(p) for p in kub.parse_kubelet_version(text)) if rc == 0 else None
         except RdmaNodeError as exc:
             problems.append({"what": "kubelet --version", "error": exc.msg})
     read_problems = []
     try:
-        layers, dummy_docs = kh.config_layers(host, config_file, line["config_dir"], dropin_name, read_problems)
+        if line.get("rancher"):
+            layers, dummy_docs = kr.config_layers(host, line, dropin_name, read_problems)
+        else:
+            layers, dummy_docs = kh.config_layers(host, config_file, line["config_dir"], dropin_name, read_problems)
     except RdmaNodeError as exc:  # an unreadable config is a problem of this section, not of rdma_facts
         read_problems.append({"what": "kubelet config", "error": exc.msg})
         layers = None

@@ -47,6 +47,12 @@ description:
     O(restart=true).
   - After a restart the kubelet must be active and answer C(healthz); otherwise files and state files are restored,
     the kubelet is started again, and the module fails saying whether it is back.
+  - On k3s and rke2 nodes (a C(k3s), C(k3s-agent), C(rke2-server) or C(rke2-agent) unit) the kubelet runs inside
+    k3s/rke2 with C(--config-dir=<data-dir>/agent/etc/kubelet.conf.d) and the C(kubelet-arg) values of
+    C(/etc/rancher/<tool>/config.yaml), its C(config.yaml.d/*.yaml) (k3s's merge order, C(kubelet-arg+) appends) and
+    the unit's C(ExecStart=). The drop-in is written into that directory (k3s and rke2 1.32 and later; older ones are
+    refused with the way to do it by hand), a C(kubelet-arg) that overrides it is a conflict (never edited), and the
+    restart is of the k3s/rke2 unit. See C(docs/kubelet.md), "k3s and rke2".
 extends_documentation_fragment:
   - rdma.k8s_node.host_root
   - rdma.k8s_node.attributes
@@ -217,7 +223,7 @@ reboot_required:
   returned: always
   type: bool
 restart_required:
-  description: C([kubelet]) when the change needs a restart that O(restart) did not allow.
+  description: C([kubelet]) (on k3s/rke2 their unit, C([k3s]), C([rke2-agent]) ...) when the change needs a restart that O(restart) did not allow.
   returned: always
   type: list
   elements: str
@@ -304,6 +310,7 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_rancher as kr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, InputError, RdmaNodeError,
 )
@@ -329,17 +336,26 @@ class Kubelet:
         self.module = module
         self.host = host
         self.commands = commands
+        self.service = "kubelet"   # k3s/rke2: their unit, which runs the kubelet
+        self.binary = "kubelet"    # k3s/rke2: their binary (``k3s --version`` names the kubelet's version)
+
+    def use_rancher(self, found, binary):
+        """The kubelet runs inside k3s/rke2: ``found`` from ``_kubelet_rancher.detect``, ``binary`` from its unit."""
+        self.service, self.binary = found["service"], binary
 
     def version(self):
-        if not self.commands.find("kubelet"):
+        if self.binary != "kubelet":
+            if not self.binary or not self.host.is_executable(self.binary):
+                raise ApplyError("%s: the program its unit runs (%s) is not on the node" % (self.service, self.binary))
+        elif not self.commands.find("kubelet"):
             raise ApplyError("kubelet is not installed on the node")
-        rc, out, err = self.commands.run(["kubelet", "--version"])
+        rc, out, err = self.commands.run([self.binary, "--version"])
         if rc != 0:
-            raise ApplyError("kubelet --version failed: %s" % (err or out).strip())
+            raise ApplyError("%s --version failed: %s" % (self.binary, (err or out).strip()))
         return kub.parse_kubelet_version(out)
 
     def main_pid(self):
-        rc, out, dummy_err = self.commands.run_kernel(["systemctl", "show", "kubelet", "-p", "MainPID", "--value"])
+        rc, out, dummy_err = self.commands.run_kernel(["systemctl", "show", self.service, "-p", "MainPID", "--value"])
         if rc == 0 and out.strip().isdigit() and int(out.strip()):
             return int(out.strip())
         return None
@@ -369,7 +385,7 @@ class Kubelet:
 
     def answers(self, url):
         """(True, "ok") when the unit is active and healthz says ok, else (False, why)."""
-        rc, out, dummy_err = self.systemctl("is-active", "kubelet")
+        rc, out, dummy_err = self.systemctl("is-active", self.service)
         if rc != 0:
             return False, out.strip() or "not active"
         try:
@@ -444,6 +460,19 @@ def resolve_target(params, version, line):
     return {"mode": "config", "path": where}, config
 
 
+def rancher_target(params, version, line):
+    """The drop-in target in k3s's/rke2's ``kubelet.conf.d`` (the directory k3s passes as ``--config-dir`` and its
+    documentation tells users to put drop-ins in), or a refusal that says how to do it by hand."""
+    info = line["rancher"]
+    if params["mode"] == "config":
+        raise InputError("mode=config: %s passes the kubelet no config file (--config), only --config-dir=%s; use "
+                         "mode=auto or mode=dropin" % (info["tool"], info["dropin_dir"]))
+    refusal = kr.dropin_refusal(line, version)
+    if refusal:
+        raise ApplyError(refusal, {"tool": info["tool"], "version": ".".join(str(p) for p in version)})
+    return {"mode": "dropin", "dir": info["dropin_dir"], "name": params["dropin_name"]}
+
+
 def flag_edits(host, remove_flags):
     """FilePlans that take the ``remove_flags`` (from kub.plan) out of the environment files that set them."""
     by_file = {}
@@ -466,12 +495,20 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
     node = Kubelet(module, host, commands)
-    version = node.version()
-    line = kh.command_line(host, node.running_pid())
+    rancher = kr.detect(host)
+    if rancher:
+        line = kr.command_line(host, rancher, kh.find_pid(host))
+        node.use_rancher(rancher, line["rancher"]["binary"])
+        version = node.version()
+        target, config_path = rancher_target(params, version, line), None
+        layers, documents = kr.config_layers(host, line, params["dropin_name"])
+    else:
+        version = node.version()
+        line = kh.command_line(host, node.running_pid())
+        target, config_path = resolve_target(params, version, line)
+        layers, documents = kh.config_layers(host, config_path, line["config_dir"], params["dropin_name"])
     for problem in line["problems"]:
         module.warn("%s: %s" % (problem["what"], problem["error"]))
-    target, config_path = resolve_target(params, version, line)
-    layers, documents = kh.config_layers(host, config_path, line["config_dir"], params["dropin_name"])
     layers.append(kub.flags_layer(line["flags"], line["flags_from"] or "the kubelet's command line"))
     own = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
     for layer in layers:
@@ -558,9 +595,9 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
         for state_path in stale_states:
             if host.exists(state_path):
                 result.add(action("delete_file", state_path))
-        result.add(action("restart", "kubelet"))
+        result.add(action("restart", node.service))
     elif needs_restart:
-        result.need_restart("kubelet")
+        result.need_restart(node.service)
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
     return apply(module, node, host, params, plans, stale_states, needs_restart, result)
@@ -572,9 +609,9 @@ def apply(module, node, host, params, plans, stale_states, needs_restart, result
     restarting = needs_restart and params["restart"]
     saved_states = []
     if restarting:
-        rc, dummy_out, err = node.systemctl("stop", "kubelet")
+        rc, dummy_out, err = node.systemctl("stop", node.service)
         if rc != 0:
-            raise ApplyError("systemctl stop kubelet failed (rc=%s): %s; nothing was changed" % (rc, err.strip()),
+            raise ApplyError("systemctl stop " + node.service + " failed (rc=%s): %s; nothing was changed" % (rc, err.strip()),
                              {"rc": rc, "stderr": err}, result.as_dict())
         try:
             for path in stale_states:
@@ -596,7 +633,7 @@ def apply(module, node, host, params, plans, stale_states, needs_restart, result
     if backups:
         result.extra["backup_files"] = backups
     if restarting:
-        node.systemctl("restart", "kubelet")
+        node.systemctl("restart", node.service)
         ok, why = node.healthy(params["restart_timeout"], params["healthz_url"], params["settle_time"])
         if not ok:
             problem = "the kubelet did not become healthy after the change (%s)" % why
@@ -606,7 +643,7 @@ def apply(module, node, host, params, plans, stale_states, needs_restart, result
             except ApplyError as exc:
                 restored, files = [], exc.msg
             state_failures = _restore_states(host, saved_states)
-            node.systemctl("restart", "kubelet")
+            node.systemctl("restart", node.service)
             back, dummy_why = node.healthy(params["restart_timeout"], params["healthz_url"], params["settle_time"])
             raise ApplyError("%s; %s%s and the kubelet restarted again (%s)" % (
                 problem, files, "; state files NOT restored: %s" % ", ".join(state_failures) if state_failures
@@ -638,7 +675,7 @@ def _restore_states(host, saved):
 def _undo_states(node, host, saved, nothing):
     """After a failure with the kubelet stopped: state files back, kubelet started; a sentence saying so."""
     failed = _restore_states(host, saved)
-    rc, dummy_out, err = node.systemctl("start", "kubelet")
+    rc, dummy_out, err = node.systemctl("start", node.service)
     started = "the kubelet was started again" if rc == 0 else "starting the kubelet again FAILED: %s" % err.strip()
     if failed:
         return "state files NOT restored: %s (they are at <path>%s); %s" % (", ".join(failed), ROLLBACK_SUFFIX, started)

@@ -221,3 +221,94 @@ class RealKubeletBench(Bench):
 
     def close(self):
         self.health.close()
+
+
+# -- k3s and rke2: the kubelet runs inside their process, flags from their config files -------------------------------
+#: k3s writes 00-k3s-defaults.conf at every start by marshalling a Go struct (pkg/daemons/agent/agent.go
+#: defaultKubeletConfig); no published copy exists.  Illustrative: a few of the fields it sets, in the sorted key order
+#: sigs.k8s.io/yaml writes.
+K3S_DEFAULTS = """apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    cacheTTL: 2m0s
+    enabled: true
+cgroupDriver: systemd
+clusterDomain: cluster.local
+cpuManagerReconcilePeriod: 10s
+evictionHard:
+  imagefs.available: 5%
+  nodefs.available: 5%
+failSwapOn: false
+healthzBindAddress: 127.0.0.1
+kind: KubeletConfiguration
+"""
+K3S_DROPINS = "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d"
+RKE2_DROPINS = "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d"
+
+RANCHER_SCENARIOS = {
+    "k3s-server": {  # install.sh's unit (server, no arguments) and the CIS-hardened server config of k3s's tests
+        "files": {"/etc/systemd/system/k3s.service": "k3s/units/k3s.service",
+                  "/etc/rancher/k3s/config.yaml": "k3s/hardened/server/config.yaml.raw"},
+        "extra": {K3S_DROPINS + "/00-k3s-defaults.conf": K3S_DEFAULTS},
+        "service": "k3s", "binary": "/usr/local/bin/k3s", "version": "k3s version v1.32.5+k3s1 (8e8f2a47)\n",
+        "dropin_dir": K3S_DROPINS, "cmdline": ["/usr/local/bin/k3s", "server"],
+    },
+    "k3s-agent": {  # install.sh's agent unit with --kubelet-arg=cpu-manager-policy=none, the hardened agent config
+        "files": {"/etc/systemd/system/k3s-agent.service": "k3s/units/k3s-agent.service",
+                  "/etc/rancher/k3s/config.yaml": "k3s/hardened/agent/config.yaml.raw"},
+        "extra": {K3S_DROPINS + "/00-k3s-defaults.conf": K3S_DEFAULTS},
+        "service": "k3s-agent", "binary": "/usr/local/bin/k3s", "version": "k3s version v1.33.1+k3s1 (99d91538)\n",
+        "dropin_dir": K3S_DROPINS, "cmdline": ["/usr/local/bin/k3s", "agent", "--kubelet-arg=cpu-manager-policy=none"],
+    },
+    "rke2-agent": {  # rke2's own unit, the hardened agent config as /etc/rancher/rke2/config.yaml
+        "files": {"/usr/local/lib/systemd/system/rke2-agent.service": "k3s/units/rke2-agent.service",
+                  "/etc/rancher/rke2/config.yaml": "k3s/hardened/agent/config.yaml.raw"},
+        "extra": {RKE2_DROPINS + "/00-rke2-defaults.conf": K3S_DEFAULTS},
+        "service": "rke2-agent", "binary": "/usr/local/bin/rke2", "version": "rke2 version v1.32.5+rke2r1 (4d2b7e1a)\n",
+        "dropin_dir": RKE2_DROPINS, "cmdline": ["/usr/local/bin/rke2", "agent"],
+    },
+}
+
+
+class RancherKubeletBench(RealKubeletBench):
+    """A k3s or rke2 node: their unit under a fake systemd (the kubelet's healthz follows it), their config files,
+    k3s's drop-in directory with its defaults, 4 CPUs, 2 NUMA nodes, a cpu_manager_state."""
+
+    def __init__(self, tmp_path, monkeypatch, name, running=True):  # pylint: disable=super-init-not-called
+        Bench.__init__(self, tmp_path, monkeypatch)  # pylint: disable=non-parent-init-called
+        self.spec = dict(RANCHER_SCENARIOS[name], options=True)
+        root = self.root
+        base_tree(root)
+        build_tree(root, self.spec)
+        write(root, "/var/lib/kubelet/cpu_manager_state",
+              json.dumps({"policyName": "none", "defaultCpuSet": "", "checksum": 1353318690}))
+        for cpu in range(4):
+            (root / ("sys/devices/system/cpu/cpu%d" % cpu)).mkdir(parents=True)
+        write(root, "/sys/devices/system/cpu/online", "0-3\n")
+        for node in (0, 1):
+            (root / ("sys/devices/system/node/node%d" % node)).mkdir(parents=True)
+        tool(root, self.spec["binary"])
+        service = self.spec["service"]
+        self.systemd = FakeSystemd(root, {service: list(self.spec["cmdline"])})
+        if not running:
+            self.systemd._stop(service)  # pylint: disable=protected-access
+        self.health = HealthServer(_ServiceHealth(self.systemd, service))  # healthz answers while the k3s unit runs
+        name_of = self.spec["binary"].rsplit("/", 1)[1]
+        self.tools.handlers.update({name_of: lambda argv: (0, self.spec["version"], ""),
+                                    "systemctl": self.systemd.systemctl, "journalctl": self.systemd.journalctl})
+
+    def restart_kubelet(self):
+        self.systemd.systemctl(["systemctl", "restart", self.spec["service"]])
+
+
+
+class _ServiceHealth:  # pylint: disable=too-few-public-methods
+    """The fake systemd as HealthServer asks it ("is the kubelet active?"): the k3s/rke2 unit's state."""
+
+    def __init__(self, systemd, service):
+        self.systemd, self.service = systemd, service
+
+    def active(self, dummy_name):
+        return self.systemd.active(self.service)
