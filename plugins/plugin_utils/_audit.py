@@ -979,6 +979,23 @@ def _inventory_checks(hosts):
             host["checks"].append(_inventory_check(
                 "mtu.inventory", "drift" if odd else "ok", majority, odd or values,
                 "give the RDMA netdevs the inventory's MTU %s" % majority, subject=layer))
+    _room_inventory_checks(hosts)
+
+
+def _room_inventory_checks(hosts):
+    """Each room's judgement across the inventory (``inventory_judge``: the health layer's firmware consistency)."""
+    for layer in _layers.LAYERS:
+        if layer.inventory_judge is None:
+            continue
+        sections = dict((name, (host["facts"].get("layers") or {}).get(layer.name))
+                        for name, host in hosts.items() if host["facts"] is not None and layer.name in host["layers"])
+        for name, found in sorted(layer.inventory_judge(sections).items()):
+            for check in found:
+                hosts[name]["checks"].append({
+                    "id": check["id"], "layer": layer_of(check["id"]), "subject": check.get("subject"),
+                    "status": check["status"], "desired": check.get("desired"), "live": check.get("live"),
+                    "persisted": check.get("persisted"), "remedy": check.get("remedy") if check["status"] != "ok" else None,
+                    "detail": check.get("detail")})
 
 
 def _inventory_check(check_id, status, desired, live, remedy, subject=None):

@@ -249,3 +249,22 @@ def test_rdma_facts_and_the_audit_carry_the_layer(monkeypatch, tmp_path):
     assert [c["status"] for c in checks if c["id"] == "health.options"] == ["fail"]
     report = _audit.audit({"n1": {"facts": facts, "desired": None}})
     assert report["hosts"]["n1"]["status"] == "fail" and "health" in report["hosts"]["n1"]["layers"]
+
+
+def test_the_audit_report_carries_the_inventory_firmware_check(tmp_path):
+    """_audit.audit() runs every room's inventory_judge: the firmware mismatch reaches each host's report."""
+    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit  # pylint: disable=import-outside-toplevel
+    same = facts_of(render("roce-cx6dx", tmp_path / "a"))
+    other_fw = spec_with(tmp_path, "roce-cx6dx", lambda data: nics_of(data)[0].update(fw_ver="22.36.1010"))
+    other = facts_of(render(other_fw, tmp_path / "b"))
+    hosts = dict((name, {"facts": {"layers": {"health": section}}, "desired": None})
+                 for name, section in (("node-1", same), ("node-2", same), ("node-3", other)))
+    hosts["node-4"] = {"facts": {"layers": {"health": other}}, "desired": None, "layers": ["kernel"]}
+    report = _audit.audit(hosts)
+    for name in ("node-1", "node-2", "node-3"):
+        firmware = [c for c in report["hosts"][name]["checks"] if c["id"] == "health.firmware"]
+        assert [(c["layer"], c["subject"], c["status"]) for c in firmware] == [("health", "MT4125", "fail")]
+        assert firmware[0]["remedy"]
+    # a host whose audit leaves the health layer out is neither judged nor counted
+    assert not [c for c in report["hosts"]["node-4"]["checks"] if c["id"] == "health.firmware"]
+    assert "22.36.1010 on node-3; 22.39.1002 on node-1, node-2" in firmware[0]["detail"]
