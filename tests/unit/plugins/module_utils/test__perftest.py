@@ -195,3 +195,97 @@ def test_counts_int_refuses_are_no_result_and_no_nranks():
                                    " 65536  " + "1" * 5000 + "  1.0  1.0  0.5\n")
     assert out["bytes"] is None and out["avg_gbps"] is None
     assert _perftest.parse_nccl("NCCL INFO comm 0x5 rank 0 nranks " + "1" * 5000)["nranks"] is None
+
+
+# -- GPU memory (issue 19): real --use_cuda outputs ------------------------------------------------------------------
+def test_cuda_dmabuf_run_on_h200_is_parsed():
+    parsed = _perftest.parse_perftest(read("perftest-cuda-dranet-h200-dmabuf.txt"))
+    assert parsed["avg_gbps"] == 140.40 and parsed["bytes"] == 8388608 and parsed["errors"] == []
+    cuda = parsed["cuda"]
+    assert cuda["devices"] == {0: "8F:00"} and cuda["picked"] == 0 and cuda["picked_pci"] == "8F:00"
+    assert cuda["name"] == "NVIDIA H200" and cuda["integrated"] is False and cuda["dmabuf"] is True
+
+
+def test_cuda_rdma_cm_run_with_sixteen_qps():
+    parsed = _perftest.parse_perftest(read("perftest-cuda-gpu-tools-a40-rdma-cm.txt"))
+    assert parsed["avg_gbps"] == 181.46 and parsed["fields"]["qps"] == "16" and parsed["errors"] == []
+    # --use_cuda_dmabuf was given, but this build registered with cuMemAlloc's pointer: no DMA-BUF line
+    assert parsed["cuda"]["picked_pci"] == "E1:00" and parsed["cuda"]["dmabuf"] is False
+    assert parsed["cuda"]["name"] == "NVIDIA A40"
+
+
+def test_cuda_device_list_of_four_gpus_and_the_picked_one():
+    cuda = _perftest.parse_cuda(read("perftest-cuda-upstream-issue241-four-gpus.txt"))
+    assert cuda["devices"] == {0: "17:00", 1: "65:00", 2: "CA:00", 3: "E3:00"}
+    assert cuda["picked"] == 0 and cuda["picked_pci"] == "17:00" and cuda["integrated"] is None
+
+
+def test_host_memory_run_has_no_cuda():
+    assert _perftest.parse_perftest(read("vm-rxe-loopback-pass.txt"))["cuda"] is None
+
+
+def test_cuda_bus_id_lookup_lines():
+    text = ("Got PCIe address of: 0000:1b:00.0\ninitializing CUDA\nFinding PCIe BUS 0000:1b:00.0\nPicking GPU number 2\n"
+            "initializing CUDA\nListing all CUDA devices in system:\nCUDA device 2: PCIe address is 1B:00\n\n"
+            "Picking device No. 2\n")
+    cuda = _perftest.parse_cuda(text)
+    assert cuda["bus_id"] == "0000:1b:00.0" and cuda["picked_pci"] == "1B:00"
+    assert _perftest.pci_bus_device("0000:1b:00.0") == "1B:00"
+
+
+def test_cuda_command_lines_put_dmabuf_after_the_device():
+    argv = _perftest.client_argv("ib_write_bw", "mlx5_0", 1, 18516, "192.0.2.2", cuda_bus_id="0000:1b:00.0",
+                                 cuda_dmabuf=True)
+    assert argv[-3:] == ["--use_cuda_bus_id=0000:1b:00.0", "--use_cuda_dmabuf", "192.0.2.2"]
+    assert _perftest.cuda_args(cuda_index=3) == ["--use_cuda=3"]
+    assert _perftest.cuda_args(cuda_dmabuf=True) == []
+
+
+def test_help_options():
+    text = ("      --use_cuda=<cuda device id> Use CUDA specific device for GPUDirect RDMA testing\n"
+            "      --use_cuda_bus_id=<cuda full BUS id> Use CUDA specific device, based on its full PCIe address\n")
+    assert _perftest.help_options(text) == {"bind_source_ip": False, "cuda": True, "cuda_bus_id": True,
+                                            "cuda_dmabuf": False}
+    assert not any(_perftest.help_options("").values())
+
+
+# -- NCCL (issue 19): init lines, NCCL's own reason for disabling GDR, transports with blanks --------------------------
+def test_nccl_gdr_disabled_is_named_in_the_cause():
+    parsed = _perftest.parse_nccl(read("nccl-upstream-issue899-no-module.txt"))
+    assert parsed["verdict"] == "fail" and parsed["gdr_disabled"] == [
+        "HCA 1 'mlx5_1' (no module)", "HCA 2 'mlx5_2' (no module)", "HCA 3 'mlx5_3' (no module)"]
+    assert "no GDRDMA: 8 of 8 receiving" in parsed["cause"]
+    assert "NCCL: GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)" in parsed["cause"]
+
+
+def test_nccl_gdr_disabled_current_form_and_init_start():
+    parsed = _perftest.parse_nccl(read("nccl-upstream-issue1537-gdr-disabled.txt"))
+    assert parsed["gdr_disabled"] == ["HCA 0 'mlx5_0'", "HCA 1 'mlx5_1'"] and parsed["nranks"] == 16
+    assert parsed["verdict"] == "fail" and "no network channel" in parsed["cause"]
+
+
+@pytest.mark.parametrize("name, nranks", [("nccl-upstream-tests252-initrank.txt", 8),
+                                          ("nccl-upstream-issue1814-init-complete.txt", 64)])
+def test_nccl_init_lines_with_and_without_the_function(name, nranks):
+    assert _perftest.parse_nccl(read(name))["nranks"] == nranks
+
+
+def test_nccl_transport_names_with_blanks():
+    parsed = _perftest.parse_nccl(read("nccl-upstream-awsofi715-libfabric-shared.txt"))
+    assert parsed["transports"] == {"NET/AWS Libfabric/1(2)/GDRDMA/Shared": 1, "NET/AWS Libfabric/1/GDRDMA/Shared": 2,
+                                    "NET/AWS Libfabric/2(4)/GDRDMA/Shared": 2, "NET/AWS Libfabric/0/GDRDMA/Shared": 1}
+    assert parsed["verdict"] == "pass" and parsed["gdrdma"] == 3 and parsed["net_ib"] == 0
+    mixed = _perftest.parse_nccl(read("nccl-upstream-issue527-libfabric-p2p.txt"))
+    assert mixed["transports"]["P2P/IPC/read"] == 7 and mixed["p2p_or_shm"] == 7
+    assert mixed["transports"]["NET/AWS Libfabric/0/GDRDMA"] == 5 and mixed["verdict"] == "pass"
+    pointer = _perftest.parse_nccl("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer/read\n")
+    assert pointer["transports"] == {"P2P/direct pointer/read": 1}
+
+
+@pytest.mark.parametrize("rates, rails, ranks, fraction, expected", [
+    ([400.0] * 8, 8, 8, 0.8, 40.0),      # one 400G rail per GPU: B = 50 GB/s per rank
+    ([200.0, 200.0], 2, 8, 0.8, 5.0),    # 8 GPUs share 2 rails: B = 2 x 200 / 8 Gb/s per rank
+    ([100.0, 200.0], 2, 2, 0.7, 8.75),   # the slowest rail counts
+    ([], 2, 2, 0.8, None), ([100.0], 0, 2, 0.8, None)])
+def test_expected_busbw(rates, rails, ranks, fraction, expected):
+    assert _perftest.expected_busbw(rates, rails, ranks, fraction) == expected
