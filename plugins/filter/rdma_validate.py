@@ -72,15 +72,22 @@ def _probe_of(probe, facts):
 
 
 def rdma_validate_plan(pairs, hostvars, base_port=18515, rdma_cm=False, rails_var="rdma_validate__rails",
-                       probe_var="rdma_validate__probe", facts_var="rdma_validate__facts"):
-    """The jobs of every pair x rail, from each host's rails and probe result."""
+                       probe_var="rdma_validate__probe", facts_var="rdma_validate__facts", gpu=True):
+    """The jobs of every pair x rail, from each host's rails and probe result; with ``gpu``, a GPU-memory run too
+    for pairs of nodes with GPUs (from each node's rdma_facts: gpus, gpu_nic_affinity, drivers.gpudirect)."""
     hosts = sorted(set(h for p in pairs for h in p))
     rails = dict((h, _var(hostvars, h, rails_var) or []) for h in hosts)
     probes = dict((h, _probe_of(_var(hostvars, h, probe_var), _var(hostvars, h, facts_var))) for h in hosts)
     # a host may set its own first port (rdma_validate_base_port in its host_vars)
     ports = dict((h, int(_var(hostvars, h, "rdma_validate_base_port") or base_port)) for h in hosts)
     addresses = dict((h, _var(hostvars, h, "ansible_host")) for h in hosts)
-    return _validate.plan([tuple(p) for p in pairs], rails, probes, ports, addresses, bool(rdma_cm))
+    gpus = {}
+    if gpu:
+        for host in hosts:
+            facts = _var(hostvars, host, facts_var)
+            rdma = ((facts or {}).get("ansible_facts") or {}).get("rdma") if isinstance(facts, Mapping) else None
+            gpus[host] = _validate.gpu_info(rdma if isinstance(rdma, Mapping) else None)
+    return _validate.plan([tuple(p) for p in pairs], rails, probes, ports, addresses, bool(rdma_cm), gpus)
 
 
 def rdma_validate_nccl_command(facts, configured=None):
@@ -124,7 +131,8 @@ def rdma_validate_report(the_plan, hosts, hostvars, settings=None, generated=Non
         nccl_plan = _var(hostvars, host, prefix + "nccl_plan")
         if isinstance(nccl_plan, Mapping) and nccl_plan.get("skip"):
             nccl = {"status": "skipped", "reason": nccl_plan["skip"]}
-        nodes.extend(_validate.node_rows(host, probe, nccl, bool(settings.get("nccl"))))
+        gpus = nccl_plan.get("gpus") if isinstance(nccl_plan, Mapping) else None
+        nodes.extend(_validate.node_rows(host, probe, nccl, bool(settings.get("nccl")), gpus, settings))
     return _validate.report(rows, nodes, settings, generated)
 
 

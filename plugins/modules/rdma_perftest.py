@@ -108,6 +108,20 @@ options:
       netns:
         description: Run the process inside this named network namespace (C(ip netns exec)).
         type: str
+      cuda_bus_id:
+        description:
+          - Register the buffers in the memory of the GPU at this PCI address (C(--use_cuda_bus_id), perftest
+            4.4-0.36+; perftest must be built with CUDA).
+        type: str
+      cuda_index:
+        description:
+          - Register the buffers in the memory of CUDA device N (C(--use_cuda=N)), run with C(CUDA_DEVICE_ORDER=PCI_BUS_ID)
+            so N counts in PCI order; for a perftest without C(--use_cuda_bus_id). Ignored with O(jobs[].cuda_bus_id).
+        type: int
+      cuda_dmabuf:
+        description: With a GPU, register it through DMA-BUF (C(--use_cuda_dmabuf), perftest 4.5-0.18+, given after the device).
+        type: bool
+        default: false
   binary:
     description: The perftest program (looked up on PATH when not absolute).
     type: str
@@ -233,7 +247,8 @@ perftest:
   description: For V(probe), the perftest program's path (null when not installed).
   returned: always
   type: dict
-  sample: {"binary": "ib_write_bw", "path": "/usr/bin/ib_write_bw"}
+  sample: {"binary": "ib_write_bw", "path": "/usr/bin/ib_write_bw", "bind_source_ip": true, "cuda": true,
+           "cuda_bus_id": true, "cuda_dmabuf": true}
 ports:
   description: For V(probe), per device port what a test needs.
   returned: always
@@ -608,19 +623,24 @@ def probe_pod(module, params):
                 os.unlink(path)
 
 
-def perftest_binds(module, path):
-    """True when this perftest has ``--bind_source_ip`` (23.07+), the only way to pin an rdma_cm (``-R``)
-    connection to a rail: released perftest ignores ``-d`` with ``-R``."""
+def perftest_options(module, path):
+    """What this perftest's ``--help`` offers (_perftest.help_options): ``--bind_source_ip`` (23.07+), the only way to
+    pin an rdma_cm (``-R``) connection to a rail, and the CUDA options it was built with."""
     dummy, out, dummy2, dummy3 = run_bounded(module, [path, "--help"], 5)
-    return "--bind_source_ip" in out
+    return _perftest.help_options(out)
+
+
+def perftest_binds(module, path):
+    """True when this perftest has ``--bind_source_ip`` (23.07+): released perftest ignores ``-d`` with ``-R``."""
+    return perftest_options(module, path)["bind_source_ip"]
 
 
 def do_probe(module, params, result):
     host = HostRoot(params["host_root"])
     binary = params["binary"]
     path = binary if os.path.isabs(binary) and os.access(binary, os.X_OK) else module.get_bin_path(binary)
-    result.extra["perftest"] = {"binary": binary, "path": path, "bind_source_ip": bool(path) and perftest_binds(
-        module, path)}
+    options = perftest_options(module, path) if path else _perftest.help_options("")
+    result.extra["perftest"] = dict(options, binary=binary, path=path)
     result.extra["ports"] = [probe_port(host, d["device"], d["port"], d["gid_index"]) for d in params["devices"]]
     result.extra["pod"] = probe_pod(module, params)
 
@@ -636,7 +656,14 @@ def _perftest_path(module, params):
 def _test_args(params, job):
     return dict(gid_index=job["gid_index"], size=params["size"], duration=params["duration"] or None,
                 iterations=params["iterations"], qps=params["qps"], rdma_cm=params["rdma_cm"],
-                bind_source_ip=job.get("bind_source_ip"))
+                bind_source_ip=job.get("bind_source_ip"), cuda_bus_id=job.get("cuda_bus_id"),
+                cuda_index=job.get("cuda_index"), cuda_dmabuf=bool(job.get("cuda_dmabuf")))
+
+
+def _cuda_env(job):
+    """A GPU-memory job's environment: CUDA numbers devices FASTEST_FIRST unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and
+    ``cuda_index`` is an index in PCI order (``--use_cuda_bus_id`` needs no order)."""
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if job.get("cuda_bus_id") or job.get("cuda_index") is not None else {}
 
 
 def job_problem(action_name, job):
@@ -707,7 +734,7 @@ def do_server(module, params, result):
                                        module.get_bin_path("stdbuf", required=True), "-oL", "-eL"]
                          + _pinned(module, job, perftest))
         # detached (its own session), output to the log; GNU timeout ends it even if nobody calls stop
-        pid = os.posix_spawn(argv[0], argv, dict(os.environ, LC_ALL="C"), setsid=True, file_actions=[
+        pid = os.posix_spawn(argv[0], argv, dict(os.environ, LC_ALL="C", **_cuda_env(job)), setsid=True, file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
             (os.POSIX_SPAWN_DUP2, 1, 2)])
@@ -758,7 +785,7 @@ def do_client(module, params, result):
             continue
         argv = _in_netns(module, job, _pinned(module, job, _perftest.client_argv(
             binary, job["device"], job["port"], job["tcp_port"], job["server_address"], **_test_args(params, job))))
-        rc, out, timed_out, seconds = run_bounded(module, argv, params["timeout"])
+        rc, out, timed_out, seconds = run_bounded(module, argv, params["timeout"], env=_cuda_env(job))
         jobs.append({"id": job["id"], "argv": argv, "rc": rc, "timed_out": timed_out, "seconds": seconds,
                      "output": tail(out), "result": _perftest.parse_perftest(out)})
     result.extra["jobs"] = jobs
@@ -810,6 +837,7 @@ ACTIONS = {"probe": do_probe, "server": do_server, "client": do_client, "stop": 
 LIMITS = {"timeout": 86400, "start_timeout": 3600, "size": 1 << 30, "qps": 65536, "iterations": 10 ** 9,
           "duration": 86400}
 _PEER = re.compile(r"^[A-Za-z0-9_.:%-]{1,253}\Z")
+_BDF = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\Z")
 _NETNS = re.compile(r"^[A-Za-z0-9_.@+-]{1,255}\Z")
 _CPUS = re.compile(r"^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?){0,1023}\Z")
 
@@ -831,6 +859,10 @@ def validate(params):
             raise InputError("job %s: cpus %r is not a CPU list such as 0-7,16" % (job["id"], job["cpus"]))
         if not 0 < job["port"] < 256:
             raise InputError("job %s: port %s is not an RDMA port number" % (job["id"], job["port"]))
+        if job.get("cuda_bus_id") is not None and not _BDF.match(job["cuda_bus_id"]):
+            raise InputError("job %s: cuda_bus_id %r is not a PCI address such as 0000:1b:00.0" % (job["id"], job["cuda_bus_id"]))
+        if job.get("cuda_index") is not None and not 0 <= job["cuda_index"] < 1024:
+            raise InputError("job %s: cuda_index %s is not a CUDA device index" % (job["id"], job["cuda_index"]))
     for key in ("timeout", "start_timeout", "size", "qps", "iterations"):
         if not 0 < params[key] <= LIMITS[key]:
             raise InputError("%s must be between 1 and %d, got %s" % (key, LIMITS[key], params[key]))
@@ -867,6 +899,9 @@ def main():
         bind_source_ip=dict(type="str"),
         cpus=dict(type="str"),
         netns=dict(type="str"),
+        cuda_bus_id=dict(type="str"),
+        cuda_index=dict(type="int"),
+        cuda_dmabuf=dict(type="bool", default=False),
     )
     module = AnsibleModule(
         argument_spec=dict(

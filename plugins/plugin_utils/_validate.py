@@ -14,14 +14,15 @@ import json
 import re
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils._perftest import expected_busbw, pci_bus_device
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import natural_key
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit_report import _table
 
 STATUSES = ("pass", "fail", "skipped")
 # cause kinds, most basic first: the first one found is the row's likely cause
-CAUSES = ("unreachable", "no_facts", "no_rail", "link_down", "perftest_missing", "gid_index", "no_address", "rail_unpinned",
-          "mtu_mismatch", "server",
-          "client_timeout", "client", "cpu_clock", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
+CAUSES = ("unreachable", "no_facts", "no_rail", "link_down", "perftest_missing", "no_gpudirect", "perftest_no_cuda", "no_gpu",
+          "gid_index", "no_address", "rail_unpinned", "mtu_mismatch", "server",
+          "client_timeout", "client", "cuda", "cpu_clock", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
           "cri", "nccl_missing")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -101,14 +102,15 @@ def default_rails(facts):
 JOB_ID_MAX = 100  # rdma_perftest's limit (the id names run files)
 
 
-def job_id(client, server, rail):
-    """``client--server--rN`` with unsafe characters replaced; a long one (FQDNs) is cut and ends in a hash of
-    the whole name, so it stays unique and within rdma_perftest's 100 characters."""
-    name = _ID_UNSAFE.sub("_", "%s--%s--r%d" % (client, server, rail))
+def job_id(client, server, rail, memory="host"):
+    """``client--server--rN`` (``--gN`` for the GPU-memory run) with unsafe characters replaced; a long one (FQDNs)
+    is cut and ends in a hash of the whole name, so it stays unique and within rdma_perftest's 100 characters."""
+    letter = "g" if memory == "cuda" else "r"
+    name = _ID_UNSAFE.sub("_", "%s--%s--%s%d" % (client, server, letter, rail))
     if len(name) <= JOB_ID_MAX:
         return name
-    digest = hashlib.sha256(("%s\0%s\0%d" % (client, server, rail)).encode("utf-8")).hexdigest()[:12]
-    tail = "--r%d-%s" % (rail, digest)
+    digest = hashlib.sha256(("%s\0%s\0%d\0%s" % (client, server, rail, memory)).encode("utf-8")).hexdigest()[:12]
+    tail = "--%s%d-%s" % (letter, rail, digest)
     return name[:JOB_ID_MAX - len(tail)] + tail
 
 
@@ -149,7 +151,60 @@ def _pinning(job, rails, rdma_cm):
     return bind, blockers, notes
 
 
-def plan(pairs, rails, probes, base_port=18515, addresses=None, rdma_cm=False):
+# nvidia-smi topo's distance classes, nearest first (rdma_facts' gpu_nic_affinity)
+_AFFINITY = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def gpu_info(facts):
+    """What the GPU run needs from one node's rdma_facts: ``{"gpus": [pci of GPUs bound to nvidia, in PCI order],
+    "affinity": gpu_nic_affinity, "gpudirect": "peermem" | "dmabuf" | "none" | None}``."""
+    facts = facts or {}
+    gpus = sorted(g["pci_address"] for g in facts.get("gpus") or [] if g.get("driver") == "nvidia" and g.get("pci_address"))
+    return {"gpus": gpus, "affinity": facts.get("gpu_nic_affinity") or {},
+            "gpudirect": ((facts.get("drivers") or {}).get("gpudirect") or {}).get("active")}
+
+
+def nearest_gpu(info, device):
+    """``(pci, class)`` of the GPU nearest to RDMA device ``device`` (PIX before PXB, PHB, NODE, SYS; the lower PCI
+    address on a tie), or ``(None, None)`` when no GPU's distance to it is known."""
+    best = None
+    for pci in info.get("gpus") or []:
+        klass = (info.get("affinity") or {}).get(pci, {}).get(device)
+        if klass in _AFFINITY:
+            key = (_AFFINITY.index(klass), pci)
+            best = min(best, key) if best else key
+    return (best[1], _AFFINITY[best[0]]) if best else (None, None)
+
+
+def _cuda_end(host, end, info):
+    """``(cuda job args, blockers)`` of one end of a GPU-memory run: the GPU nearest to the rail, by PCI bus id when
+    perftest has ``--use_cuda_bus_id`` (4.4-0.36+), else by its index in PCI order (the module sets
+    CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA's default order is FASTEST_FIRST); ``--use_cuda_dmabuf`` when the node's
+    GPUDirect path is dma-buf (no nvidia_peermem)."""
+    perftest = end.get("perftest") or {}
+    path = info.get("gpudirect")
+    if path == "none":
+        return None, [("no_gpudirect", "%s: no GPUDirect RDMA path (nvidia_peermem not loaded, DMA-BUF not usable: "
+                       "open GPU kernel modules and Linux 5.12+ needed)" % host)]
+    if not perftest.get("cuda"):
+        return None, [("perftest_no_cuda", "%s: %s was built without CUDA (no --use_cuda in its --help); build perftest "
+                       "with CUDA or set rdma_validate_gpu: false" % (host, perftest.get("binary", "ib_write_bw")))]
+    if path == "dmabuf" and not perftest.get("cuda_dmabuf"):
+        return None, [("perftest_no_cuda", "%s: the GPUDirect path is dma-buf but %s has no --use_cuda_dmabuf "
+                       "(perftest 4.5-0.18+, built with CUDA 11.7+)" % (host, perftest.get("binary", "ib_write_bw")))]
+    pci, klass = nearest_gpu(info, end["rail"]["device"])
+    if pci is None:
+        return None, [("no_gpu", "%s: no GPU's distance to %s is known (gpu_nic_affinity)" % (host, end["rail"]["device"]))]
+    args = {"cuda_dmabuf": path == "dmabuf"}
+    if perftest.get("cuda_bus_id"):
+        args["cuda_bus_id"] = pci
+    else:
+        args["cuda_index"] = info["gpus"].index(pci)
+    end["gpu"] = {"pci": pci, "distance": klass, "index": info["gpus"].index(pci), "dmabuf": args["cuda_dmabuf"]}
+    return args, []
+
+
+def plan(pairs, rails, probes, base_port=18515, addresses=None, rdma_cm=False, gpus=None):
     """The perftest jobs: one per pair x rail whose both ends can run; the others carry the reason they cannot.
 
     ``rails``: ``{host: [rail]}``; ``probes``: ``{host: rdma_perftest probe result or None (unreachable)}``;
@@ -159,52 +214,73 @@ def plan(pairs, rails, probes, base_port=18515, addresses=None, rdma_cm=False):
     per-host first port) so several jobs can run on one node.  ``waves`` splits the clients so that no two jobs
     of a wave share a server rail (explicit pairs ``[a, c], [b, c]``): run one wave after the other, else the two
     clients halve the rail's bandwidth between them.
+
+    ``gpus``: ``{host: gpu_info(facts)}``; a pair whose two nodes both have GPUs bound to nvidia also gets a
+    GPU-memory run per rail (``memory: cuda``, ids ``...--gN``) from the GPU nearest to each end's rail; it shares
+    its server rail with the host-memory run, so it runs in a later wave.
     """
     if not isinstance(base_port, dict):
         base_port = {"__all__": base_port}
     jobs, servers, clients, waves = [], {}, {}, []
     next_port, rail_use = {}, {}
+    gpus = gpus or {}
+    for client, server, index, memory in _pair_rails(pairs, rails, gpus):
+        job = {"id": job_id(client, server, index, memory), "client": client, "server": server, "rail": index,
+               "memory": memory, "ends": {}, "blocked": []}
+        for role, host in (("client", client), ("server", server)):
+            probe = probes.get(host)
+            host_rails = rails.get(host) or []
+            rail = host_rails[index] if index < len(host_rails) else None
+            port = _probe_port(probe, rail)
+            job["ends"][role] = {"host": host, "rail": rail, "port": port,
+                                 "perftest": (probe or {}).get("perftest")}
+            job["blocked"].extend(_blockers(host, probe, rail, port, index, host_rails))
+        cuda = {}
+        if memory == "cuda" and not job["blocked"]:
+            for role, host in (("client", client), ("server", server)):
+                cuda[role], blockers = _cuda_end(host, job["ends"][role], gpus.get(host) or {})
+                job["blocked"].extend(blockers)
+        jobs.append(job)
+        if job["blocked"]:
+            continue
+        srv, cli = job["ends"]["server"], job["ends"]["client"]
+        address, blocker = _address(job, srv, addresses, rdma_cm)
+        bind, pin_blockers, job["notes"] = _pinning(job, rails, rdma_cm)
+        job["blocked"].extend(([blocker] if blocker else []) + pin_blockers)
+        if job["blocked"]:
+            continue
+        tcp_port = next_port.get(server, base_port.get(server, base_port.get("__all__", 18515)))
+        next_port[server] = tcp_port + 1
+        job["tcp_port"] = tcp_port
+        servers.setdefault(server, []).append({
+            "id": job["id"], "device": srv["rail"]["device"], "port": srv["rail"]["port"],
+            "gid_index": srv["port"].get("gid_index"), "tcp_port": tcp_port, "netns": srv["rail"].get("netns"),
+            "bind_source_ip": bind.get("server"), "cpus": _local_cpus(srv["port"]), **(cuda.get("server") or {})})
+        clients.setdefault(client, []).append({
+            "id": job["id"], "device": cli["rail"]["device"], "port": cli["rail"]["port"],
+            "gid_index": cli["port"].get("gid_index"), "tcp_port": tcp_port, "server_address": address,
+            "netns": cli["rail"].get("netns"), "bind_source_ip": bind.get("client"),
+            "cpus": _local_cpus(cli["port"]), **(cuda.get("client") or {})})
+        rail_key = (server, srv["rail"]["device"], srv["rail"]["port"], srv["rail"].get("netns"))
+        job["wave"] = rail_use.get(rail_key, 0)
+        rail_use[rail_key] = job["wave"] + 1
+        while len(waves) <= job["wave"]:
+            waves.append({})
+        waves[job["wave"]].setdefault(client, []).append(clients[client][-1])
+    return {"jobs": jobs, "servers": servers, "clients": clients, "waves": waves}
+
+
+def _pair_rails(pairs, rails, gpus):
+    """``(client, server, rail, memory)`` in plan order: each pair's host-memory runs, then its GPU-memory runs when
+    both nodes have GPUs bound to nvidia."""
     for client, server in pairs:
         width = max(len(rails.get(client) or []), len(rails.get(server) or []), 1)
-        for index in range(width):
-            job = {"id": job_id(client, server, index), "client": client, "server": server, "rail": index,
-                   "ends": {}, "blocked": []}
-            for role, host in (("client", client), ("server", server)):
-                probe = probes.get(host)
-                host_rails = rails.get(host) or []
-                rail = host_rails[index] if index < len(host_rails) else None
-                port = _probe_port(probe, rail)
-                job["ends"][role] = {"host": host, "rail": rail, "port": port,
-                                     "perftest": (probe or {}).get("perftest")}
-                job["blocked"].extend(_blockers(host, probe, rail, port, index, host_rails))
-            jobs.append(job)
-            if job["blocked"]:
-                continue
-            srv, cli = job["ends"]["server"], job["ends"]["client"]
-            address, blocker = _address(job, srv, addresses, rdma_cm)
-            bind, pin_blockers, job["notes"] = _pinning(job, rails, rdma_cm)
-            job["blocked"].extend(([blocker] if blocker else []) + pin_blockers)
-            if job["blocked"]:
-                continue
-            tcp_port = next_port.get(server, base_port.get(server, base_port.get("__all__", 18515)))
-            next_port[server] = tcp_port + 1
-            job["tcp_port"] = tcp_port
-            servers.setdefault(server, []).append({
-                "id": job["id"], "device": srv["rail"]["device"], "port": srv["rail"]["port"],
-                "gid_index": srv["port"].get("gid_index"), "tcp_port": tcp_port, "netns": srv["rail"].get("netns"),
-                "bind_source_ip": bind.get("server"), "cpus": _local_cpus(srv["port"])})
-            clients.setdefault(client, []).append({
-                "id": job["id"], "device": cli["rail"]["device"], "port": cli["rail"]["port"],
-                "gid_index": cli["port"].get("gid_index"), "tcp_port": tcp_port, "server_address": address,
-                "netns": cli["rail"].get("netns"), "bind_source_ip": bind.get("client"),
-                "cpus": _local_cpus(cli["port"])})
-            rail_key = (server, srv["rail"]["device"], srv["rail"]["port"], srv["rail"].get("netns"))
-            job["wave"] = rail_use.get(rail_key, 0)
-            rail_use[rail_key] = job["wave"] + 1
-            while len(waves) <= job["wave"]:
-                waves.append({})
-            waves[job["wave"]].setdefault(client, []).append(clients[client][-1])
-    return {"jobs": jobs, "servers": servers, "clients": clients, "waves": waves}
+        memories = ["host"]
+        if all((gpus.get(h) or {}).get("gpus") for h in (client, server)):
+            memories.append("cuda")
+        for memory in memories:
+            for index in range(width):
+                yield client, server, index, memory
 
 
 def server_lifetime(the_plan, timeout, start_timeout):
@@ -305,7 +381,8 @@ def judge(job, server_run, client_run, dummy_facts, settings):
            "client_device": (cli.get("rail") or {}).get("device"), "server_device": (srv.get("rail") or {}).get("device"),
            "gid_index": [cport.get("gid_index"), sport.get("gid_index")], "gbps": None, "line_rate_gbps": line_rate,
            "pct_of_line_rate": None, "threshold_gbps": None, "status": "fail", "cause": None, "causes": [],
-           "notes": [], "seconds": None}
+           "notes": [], "seconds": None, "memory": job.get("memory", "host"),
+           "gpu": [(cli.get("gpu") or {}).get("pci"), (srv.get("gpu") or {}).get("pci")]}
     causes = list(job.get("blocked") or [])
     notes = list(job.get("notes") or [])
     for host, port in ((job["client"], cport), (job["server"], sport)):
@@ -356,6 +433,7 @@ def judge(job, server_run, client_run, dummy_facts, settings):
             causes.append(("client", "%s: client failed (rc %s): %s" % (
                 job["client"], client_run.get("rc"), _first_error(client_run.get("output"), result))))
         else:
+            causes.extend(_cuda_causes(job, client_run, server_run))
             row["gbps"] = result["avg_gbps"]
             if line_rate:
                 row["pct_of_line_rate"] = round(100.0 * row["gbps"] / line_rate, 1)
@@ -382,6 +460,27 @@ def judge(job, server_run, client_run, dummy_facts, settings):
     else:
         notes.extend(text for dummy, text in suspects)
     return _finish(row, causes, notes)
+
+
+def _cuda_causes(job, client_run, server_run):
+    """A GPU-memory run that perftest did not make on the GPU it was given: no "initializing CUDA" (it ran on host
+    memory) or another GPU picked (perftest prints the bus:device of each CUDA device and the one it picked)."""
+    if job.get("memory") != "cuda":
+        return []
+    out = []
+    for role, host, run in (("client", job["client"], client_run),
+                            ("server", job["server"], (server_run or {}).get("stop") or {})):
+        wanted = (job["ends"][role].get("gpu") or {}).get("pci")
+        result = (run or {}).get("result") or {}
+        if role == "server" and not result:
+            continue  # the server's output is not always collected
+        cuda = result.get("cuda")
+        if cuda is None:
+            out.append(("cuda", "%s: perftest did not initialise CUDA, the run used host memory" % host))
+        elif wanted and cuda.get("picked_pci") and cuda["picked_pci"] != pci_bus_device(wanted):
+            out.append(("cuda", "%s: perftest used the GPU at %s, not %s (the GPU nearest to the rail)" % (
+                host, cuda["picked_pci"], wanted)))
+    return out
 
 
 def _finish(row, causes, notes, keep_status=False):
@@ -413,8 +512,30 @@ def nccl_command(configured, facts):
 
 
 # -- node rows (steps 1, 2 and 4) ----------------------------------------------------------------------------------
-def node_rows(host, probe, nccl, nccl_wanted):
-    """Per node: step 1 (a pod's view through CRI) and step 4 (NCCL's transport), each pass/fail/skipped."""
+# Accepted all_reduce bus bandwidth, % of each rank's share of the rails' line rate (expected_busbw), per link layer:
+# nccl-tests' busbw is comparable with the hardware bandwidth (doc/PERFORMANCE.md); RoCE is given more headroom (ECN/PFC
+# congestion control, 4096-byte MTU at most)
+NCCL_BUSBW_PCT = {"InfiniBand": 80, "Ethernet": 70}
+
+
+def nccl_threshold(probe, gpus, settings):
+    """``(GB/s, how)``: the bus bandwidth the node's NCCL run must reach, or ``(None, why not)``."""
+    settings = settings or {}
+    if settings.get("nccl_min_busbw") is not None:
+        return float(settings["nccl_min_busbw"]), "rdma_validate_nccl_min_busbw"
+    ports = [p for p in (probe or {}).get("ports") or [] if p.get("exists") and p.get("rate_gbps")]
+    if not ports or not gpus:
+        return None, "line rate or GPU count unknown"
+    pct = dict(NCCL_BUSBW_PCT, **(settings.get("nccl_busbw_pct") or {}))
+    layer = "InfiniBand" if all(p.get("link_layer") == "InfiniBand" for p in ports) else "Ethernet"
+    value = expected_busbw([p["rate_gbps"] for p in ports], len(ports), gpus, float(pct.get(layer, 80)) / 100.0)
+    return value, "%s %% (%s) of %d rail%s x %s Gb/s shared by %d GPUs, in GB/s" % (
+        pct.get(layer, 80), layer, len(ports), "" if len(ports) == 1 else "s", min(p["rate_gbps"] for p in ports), gpus)
+
+
+def node_rows(host, probe, nccl, nccl_wanted, nccl_gpus=None, settings=None):
+    """Per node: step 1 (a pod's view through CRI) and step 4 (NCCL's transport and bus bandwidth), each
+    pass/fail/skipped."""
     rows = []
     if probe is None or probe.get("failed"):
         rows.append({"host": host, "step": "1-pod", "status": "fail", "cause": "unreachable or probe failed",
@@ -435,11 +556,22 @@ def node_rows(host, probe, nccl, nccl_wanted):
     elif nccl.get("status") == "ran":
         result = nccl.get("result") or {}
         cause = result.get("cause")
+        notes = list(result.get("notes") or [])
+        threshold, how = nccl_threshold(probe, nccl_gpus, settings)
+        busbw = result.get("avg_busbw_gbytes")
         if nccl.get("rc") not in (0, None):
             cause = "nccl-tests failed (rc %s)%s" % (nccl.get("rc"), "; " + cause if cause else "")
+        elif threshold is not None and busbw is not None and busbw < threshold:
+            low = "average bus bandwidth %s GB/s is below %s GB/s (%s)" % (busbw, threshold, how)
+            cause = "%s; %s" % (cause, low) if cause else low
+        elif busbw is None:
+            notes.append("no '# Avg bus bandwidth' line: the bus bandwidth was not judged")
+        elif threshold is None:
+            notes.append("bus bandwidth not judged: %s" % how)
         rows.append({"host": host, "step": "4-nccl", "status": "fail" if cause else "pass", "cause": cause,
-                     "detail": {"transports": result.get("transports"), "notes": result.get("notes") or [],
-                                "avg_busbw_gbytes": result.get("avg_busbw_gbytes")}})
+                     "detail": {"transports": result.get("transports"), "notes": notes,
+                                "avg_busbw_gbytes": busbw, "min_busbw_gbytes": threshold,
+                                "gdr_disabled": result.get("gdr_disabled") or []}})
     else:
         rows.append({"host": host, "step": "4-nccl", "status": "fail", "cause": "unreachable or the run failed",
                      "detail": nccl.get("msg")})
@@ -466,6 +598,14 @@ def _gbps(value):
     return "-" if value is None else "%.2f" % value
 
 
+def _rail_label(row):
+    """The rail's number, ``0 (GPU 0000:1b:00.0 -> 0000:1b:00.0)`` for a GPU-memory run."""
+    if row.get("memory") != "cuda":
+        return row["rail"]
+    return "%s (GPU %s -> %s)" % (row["rail"], (row.get("gpu") or [None, None])[0] or "-",
+                                  (row.get("gpu") or [None, None])[1] or "-")
+
+
 def markdown(rep):
     """report.md: the verdict, one table row per pair x rail (Gb/s, % of line rate, cause), then the node steps."""
     summary = rep["summary"]
@@ -482,7 +622,7 @@ def markdown(rep):
     order = {"fail": 0, "skipped": 1, "pass": 2}
     rows = sorted(rep["pairs"], key=lambda r: (order[r["status"]], r["pair"], r["rail"]))
     out.extend(_table(["pair", "rail", "devices", "Gb/s", "% line", "line rate", "status", "likely cause", "notes"],
-                      [[r["pair"], r["rail"], "%s -> %s" % (r["client_device"] or "-", r["server_device"] or "-"),
+                      [[r["pair"], _rail_label(r), "%s -> %s" % (r["client_device"] or "-", r["server_device"] or "-"),
                         _gbps(r["gbps"]), "-" if r["pct_of_line_rate"] is None else "%.1f" % r["pct_of_line_rate"],
                         _gbps(r["line_rate_gbps"]), _MARK[r["status"]], r["cause"],
                         "; ".join([c["text"] for c in r["causes"][1:]] + r["notes"])] for r in rows]))
@@ -499,7 +639,8 @@ def junit(rep, suite="rdma.k8s_node validate"):
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              '<testsuites name=%s tests="%d" failures="%d" errors="0" skipped="%d">' % (
                  quoteattr(suite), sum(by.values()), by["fail"], by["skipped"])]
-    groups = (("pairs", [("%s.rail%d" % (r["pair"].replace(" -> ", "->"), r["rail"]), "perftest", r)
+    groups = (("pairs", [("%s.rail%d%s" % (r["pair"].replace(" -> ", "->"), r["rail"],
+                                             ".cuda" if r.get("memory") == "cuda" else ""), "perftest", r)
                          for r in rep["pairs"]]),
               ("nodes", [("%s.%s" % (n["host"], n["step"]), "node", n) for n in rep.get("nodes") or []]))
     for name, cases in groups:
@@ -529,7 +670,7 @@ def short_summary(rep, limit=20):
         if len(lines) > limit:
             lines.append("... more in the report")
             break
-        lines.append("%s rail %d %s %s Gb/s%s" % (row["pair"], row["rail"], row["status"].upper(), _gbps(row["gbps"]),
+        lines.append("%s rail %s %s %s Gb/s%s" % (row["pair"], _rail_label(row), row["status"].upper(), _gbps(row["gbps"]),
                                                   ": " + row["cause"] if row["cause"] else ""))
     for node in rep.get("nodes") or []:
         if node["status"] != "pass":

@@ -304,3 +304,105 @@ def test_rail_port_int_refuses_is_a_validate_input_error(rail):
     turn into its message."""
     with pytest.raises(v.ValidateInputError, match="port must be a number"):
         v.parse_rails([rail])
+
+
+# -- GPU memory (issue 19) ----------------------------------------------------------------------------------------
+GPU_PROBE = {"perftest": {"binary": "ib_write_bw", "path": "/usr/bin/ib_write_bw", "cuda": True, "cuda_bus_id": True,
+                          "cuda_dmabuf": True}, "pod": {"status": "skipped"}}
+
+
+def gpu_facts(path="peermem"):
+    # mlx5_0 sits next to GPU 1b (PIX), mlx5_1 next to GPU 3d; GPU 9c is on the other socket
+    return {"gpus": [{"pci_address": a, "driver": "nvidia"} for a in ("0000:9c:00.0", "0000:3d:00.0", "0000:1b:00.0")],
+            "gpu_nic_affinity": {"0000:1b:00.0": {"mlx5_0": "PIX", "mlx5_1": "NODE"},
+                                 "0000:3d:00.0": {"mlx5_0": "NODE", "mlx5_1": "PXB"},
+                                 "0000:9c:00.0": {"mlx5_0": "SYS", "mlx5_1": "SYS"}},
+            "drivers": {"gpudirect": {"active": path}}}
+
+
+def gpu_plan(paths=("peermem", "peermem"), perftest=None, facts=None):
+    probes = {h: dict(GPU_PROBE, ports=[port("mlx5_0"), port("mlx5_1", ipv4="192.0.2.11")]) for h in "ab"}
+    if perftest:
+        probes["b"]["perftest"] = perftest
+    gpus = {h: v.gpu_info(facts[h] if facts else gpu_facts(p)) for h, p in zip("ab", paths)}
+    return v.plan([("a", "b")], {h: v.parse_rails(["mlx5_0", "mlx5_1"]) for h in "ab"}, probes, gpus=gpus)
+
+
+def test_gpu_pairs_get_a_cuda_run_per_rail_on_the_nearest_gpu():
+    the_plan = gpu_plan()
+    assert [(j["id"], j["memory"]) for j in the_plan["jobs"]] == [
+        ("a--b--r0", "host"), ("a--b--r1", "host"), ("a--b--g0", "cuda"), ("a--b--g1", "cuda")]
+    client = dict((j["id"], j) for j in the_plan["clients"]["a"])
+    assert client["a--b--g0"]["cuda_bus_id"] == "0000:1b:00.0" and client["a--b--g1"]["cuda_bus_id"] == "0000:3d:00.0"
+    assert client["a--b--g0"]["cuda_dmabuf"] is False and "cuda_bus_id" not in client["a--b--r0"]
+    # the GPU run shares its server rail with the host run: a later wave
+    assert [sorted(j["id"] for j in w["a"]) for w in the_plan["waves"]] == [["a--b--r0", "a--b--r1"],
+                                                                           ["a--b--g0", "a--b--g1"]]
+
+
+def test_dmabuf_path_adds_use_cuda_dmabuf_and_old_perftest_gets_an_index_in_pci_order():
+    old = {"binary": "ib_write_bw", "path": "/usr/bin/ib_write_bw", "cuda": True, "cuda_bus_id": False,
+           "cuda_dmabuf": True}
+    the_plan = gpu_plan(("peermem", "dmabuf"), perftest=old)
+    server = dict((j["id"], j) for j in the_plan["servers"]["b"])
+    assert server["a--b--g0"]["cuda_dmabuf"] is True and server["a--b--g0"]["cuda_index"] == 0  # 1b is first by PCI
+    assert server["a--b--g1"]["cuda_index"] == 1 and "cuda_bus_id" not in server["a--b--g1"]
+
+
+def test_nodes_without_gpus_get_no_cuda_run():
+    facts = {"a": gpu_facts(), "b": {"gpus": [{"pci_address": "0000:1b:00.0", "driver": "vfio-pci"}]}}
+    assert [j["memory"] for j in gpu_plan(facts=facts)["jobs"]] == ["host", "host"]
+    assert [j["memory"] for j in gpu_plan(facts={"a": {}, "b": {}})["jobs"]] == ["host", "host"]
+
+
+@pytest.mark.parametrize("paths, perftest, kind", [
+    (("peermem", "none"), None, "no_gpudirect"),
+    (("peermem", "peermem"), {"binary": "ib_write_bw", "path": "/usr/bin/ib_write_bw", "cuda": False}, "perftest_no_cuda"),
+    (("peermem", "dmabuf"), {"binary": "ib_write_bw", "path": "/usr/bin/ib_write_bw", "cuda": True, "cuda_bus_id": True,
+                             "cuda_dmabuf": False}, "perftest_no_cuda")])
+def test_cuda_runs_that_cannot_run_say_why(paths, perftest, kind):
+    the_plan = gpu_plan(paths, perftest=perftest)
+    cuda = [j for j in the_plan["jobs"] if j["memory"] == "cuda"]
+    assert cuda and all(j["blocked"][0][0] == kind for j in cuda)
+    row = v.judge(cuda[0], None, None, {}, SETTINGS)
+    assert row["status"] == "fail" and row["causes"][0]["kind"] == kind and row["memory"] == "cuda"
+
+
+def cuda_ran(gbps, picked="1B:00"):
+    out = ran(gbps)
+    out["result"]["cuda"] = {"picked_pci": picked, "devices": {0: picked}, "picked": 0}
+    return out
+
+
+def test_cuda_run_judged_against_line_rate_and_the_gpu_it_used():
+    job = [j for j in gpu_plan()["jobs"] if j["id"] == "a--b--g0"][0]
+    good = v.judge(job, {"status": "listening"}, cuda_ran(190.0), {}, SETTINGS)
+    assert good["status"] == "pass" and good["gpu"] == ["0000:1b:00.0", "0000:1b:00.0"]
+    slow = v.judge(job, {"status": "listening"}, cuda_ran(120.0), {}, SETTINGS)
+    assert slow["cause"] == "120.00 Gb/s is below 180.00 Gb/s (90 % of 200.0 Gb/s)"
+    wrong = v.judge(job, {"status": "listening"}, cuda_ran(190.0, picked="9C:00"), {}, SETTINGS)
+    assert wrong["causes"][0]["kind"] == "cuda" and "used the GPU at 9C:00, not 0000:1b:00.0" in wrong["cause"]
+    host = v.judge(job, {"status": "listening"}, ran(190.0), {}, SETTINGS)
+    assert "did not initialise CUDA" in host["cause"]
+    rep = v.report([good, slow], [], SETTINGS)
+    assert "0 (GPU 0000:1b:00.0 -> 0000:1b:00.0)" in v.markdown(rep) and "a-&gt;b.rail0.cuda" in v.junit(rep)
+
+
+def nccl_ran(busbw, cause=None):
+    return {"status": "ran", "rc": 0, "result": {"transports": {"NET/IB/0/GDRDMA": 4}, "avg_busbw_gbytes": busbw,
+                                                  "cause": cause, "notes": []}}
+
+
+def test_nccl_bus_bandwidth_is_judged_per_link_type():
+    ib = probe(port("mlx5_0", link_layer="InfiniBand", rate_gbps=400.0), port("mlx5_1", link_layer="InfiniBand",
+                                                                             rate_gbps=400.0))
+    # 2 rails x 400 Gb/s shared by 2 GPUs: 50 GB/s per rank, 80 % on InfiniBand
+    assert v.nccl_threshold(ib, 2, {})[0] == 40.0
+    rows = v.node_rows("a", ib, nccl_ran(31.2), True, 2, {})
+    assert rows[1]["status"] == "fail" and "31.2 GB/s is below 40.0 GB/s (80 % (InfiniBand)" in rows[1]["cause"]
+    assert v.node_rows("a", ib, nccl_ran(45.0), True, 2, {})[1]["status"] == "pass"
+    roce = probe(port("mlx5_0", rate_gbps=200.0))
+    assert v.nccl_threshold(roce, 4, {})[0] == 4.375  # 200 / 4 GPUs / 8 x 70 %
+    assert v.nccl_threshold(roce, 4, {"nccl_min_busbw": 3})[0] == 3.0
+    unjudged = v.node_rows("a", roce, nccl_ran(None), True, 4, {})[1]
+    assert unjudged["status"] == "pass" and "not judged" in unjudged["detail"]["notes"][0]
