@@ -21,6 +21,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import re
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _secureboot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError, ParseError
 
 #: the `ofed_info -s` line; the long form's first line adds " (OFED-x.y-z)" before the colon
@@ -215,6 +216,7 @@ def ofed_facts(host, modules=None, problems=None):
     ``{installed, flavor, version, label, source, kernel_release, kernel_headers, modules: {name: {loaded,
     version, from_ofed}}, stale_modules, restart_required, dkms: [...], dkms_failed: [...], packages}``;
     ``packages`` holds the DOCA packages dpkg knows (``{name: {version, state}}``), None without dpkg.
+    ``secure_boot`` is :func:`_secureboot.secure_boot_state` (DKMS-built modules must be signed when it is on).
     ``modules`` limits the per-module report (default: OFED's module set).
     """
     problems = problems if problems is not None else []
@@ -277,4 +279,5 @@ def ofed_facts(host, modules=None, problems=None):
         "dkms": dkms,
         "dkms_failed": failed,
         "packages": packages,
+        "secure_boot": _secureboot.secure_boot_state(host, problems),
     }
