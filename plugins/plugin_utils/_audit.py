@@ -642,6 +642,10 @@ def _kubelet_want(desired):
 def _override_remedy(conflict):
     if conflict["kind"] == "flags":
         origins = [f.get("origin") or {} for f in conflict["flags"]]
+        if origins and all(o.get("how") == "kubelet-arg" and o.get("file") for o in origins):
+            # k3s/rke2: the flag comes from a kubelet-arg of their config.yaml(.d), which the collection never edits
+            return ("remove %s from the kubelet-arg list of %s, then restart the k3s/rke2 unit" % (
+                ", ".join(f["flag"] for f in conflict["flags"]), ", ".join(sorted(set(o["file"] for o in origins)))))
         if all(o.get("how") == "EnvironmentFile" and o.get("var") for o in origins):
             return ("remove %s, or run the kubelet_topology role with kubelet_topology_on_conflict=override (it takes the "
                     "flag out of %s)" % (conflict["source"], ", ".join(sorted(set(o["file"] for o in origins)))))

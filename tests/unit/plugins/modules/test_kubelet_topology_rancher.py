@@ -153,6 +153,8 @@ def test_the_audit_names_the_kubelet_arg_and_its_file(bench):
     assert override["status"] == "fail" and override["subject"] == "topologyManagerPolicy"
     assert override["persisted"] == "--topology-manager-policy=best-effort (kubelet-arg in %s)" % USER_YAML
     assert (override["desired"], override["live"]) == ("restricted", "best-effort")
+    assert override["remedy"] == ("remove --topology-manager-policy=best-effort from the kubelet-arg list of %s, then "
+                                  "restart the k3s/rke2 unit" % USER_YAML)
 
 
 # -- writing --------------------------------------------------------------------------------------------------------
