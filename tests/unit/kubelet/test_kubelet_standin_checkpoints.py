@@ -56,9 +56,13 @@ def run(node, config, port=None):
                 break
             except OSError:
                 time.sleep(0.05)
-        time.sleep(0.4)
-        if proc.poll() is not None:
-            return False, proc.stderr.read()
+        # healthz answers before the managers restore their checkpoints (as the kubelet's does): give them time,
+        # generously, since a busy CI machine can take seconds to schedule the stand-in
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return False, proc.stderr.read()
+            time.sleep(0.05)
         return True, None
     finally:
         if proc.poll() is None:
