@@ -633,15 +633,18 @@ def markdown(rep):
     return "\n".join(out) + "\n"
 
 
+def _junit_pair_name(row):
+    """``a->b.rail0`` (host memory) or ``a->b.rail0.cuda`` (GPU memory)."""
+    return "%s.rail%d%s" % (row["pair"].replace(" -> ", "->"), row["rail"], ".cuda" if row.get("memory") == "cuda" else "")
+
+
 def junit(rep, suite="rdma.k8s_node validate"):
     """junit.xml: a suite for the pairs and one for the node steps; fail is a failure, skipped is skipped."""
     by = rep["summary"]["by_status"]
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              '<testsuites name=%s tests="%d" failures="%d" errors="0" skipped="%d">' % (
                  quoteattr(suite), sum(by.values()), by["fail"], by["skipped"])]
-    groups = (("pairs", [("%s.rail%d%s" % (r["pair"].replace(" -> ", "->"), r["rail"],
-                                             ".cuda" if r.get("memory") == "cuda" else ""), "perftest", r)
-                         for r in rep["pairs"]]),
+    groups = (("pairs", [(_junit_pair_name(r), "perftest", r) for r in rep["pairs"]]),
               ("nodes", [("%s.%s" % (n["host"], n["step"]), "node", n) for n in rep.get("nodes") or []]))
     for name, cases in groups:
         fails = len([1 for dummy, dummy2, r in cases if r["status"] == "fail"])

@@ -303,7 +303,6 @@ class RancherKubeletBench(RealKubeletBench):
         self.systemd.systemctl(["systemctl", "restart", self.spec["service"]])
 
 
-
 class _ServiceHealth:  # pylint: disable=too-few-public-methods
     """The fake systemd as HealthServer asks it ("is the kubelet active?"): the k3s/rke2 unit's state."""
 

@@ -159,8 +159,8 @@ def _link_findings(section, bdf):
         max_widths = [width_of(end.get("max_link_width")) for end in ends]
         name = "%s-%s" % (lower, upper) if upper else lower
         if speed is None or width is None or None in max_speeds or None in max_widths:
-            values = dict((key, low.get(key)) for key in ("current_link_speed", "current_link_width", "max_link_speed",
-                                                           "max_link_width"))
+            keys = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+            values = dict((key, low.get(key)) for key in keys)
             unknown.append("%s: unreadable or unknown link values %s%s" % (
                 name, values, (" (%s)" % "; ".join(low.get("problems"))) if low.get("problems") else ""))
             continue

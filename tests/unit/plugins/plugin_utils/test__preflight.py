@@ -16,7 +16,7 @@ VFS = [{"netdev": "ibp24s0", "num_vfs": 8}]
 
 
 def refused(**given):
-    return [m.split("]")[0][1:] for m in rdma_preflight(given)["refused"]]
+    return [m.split("]", maxsplit=1)[0][1:] for m in rdma_preflight(given)["refused"]]
 
 
 def test_the_role_defaults_contradict_nothing():

@@ -336,8 +336,8 @@ def test_gpu_pairs_get_a_cuda_run_per_rail_on_the_nearest_gpu():
     assert client["a--b--g0"]["cuda_bus_id"] == "0000:1b:00.0" and client["a--b--g1"]["cuda_bus_id"] == "0000:3d:00.0"
     assert client["a--b--g0"]["cuda_dmabuf"] is False and "cuda_bus_id" not in client["a--b--r0"]
     # the GPU run shares its server rail with the host run: a later wave
-    assert [sorted(j["id"] for j in w["a"]) for w in the_plan["waves"]] == [["a--b--r0", "a--b--r1"],
-                                                                           ["a--b--g0", "a--b--g1"]]
+    waves = [sorted(j["id"] for j in w["a"]) for w in the_plan["waves"]]
+    assert waves == [["a--b--r0", "a--b--r1"], ["a--b--g0", "a--b--g1"]]
 
 
 def test_dmabuf_path_adds_use_cuda_dmabuf_and_old_perftest_gets_an_index_in_pci_order():
@@ -389,13 +389,13 @@ def test_cuda_run_judged_against_line_rate_and_the_gpu_it_used():
 
 
 def nccl_ran(busbw, cause=None):
-    return {"status": "ran", "rc": 0, "result": {"transports": {"NET/IB/0/GDRDMA": 4}, "avg_busbw_gbytes": busbw,
-                                                  "cause": cause, "notes": []}}
+    result = {"transports": {"NET/IB/0/GDRDMA": 4}, "avg_busbw_gbytes": busbw, "cause": cause, "notes": []}
+    return {"status": "ran", "rc": 0, "result": result}
 
 
 def test_nccl_bus_bandwidth_is_judged_per_link_type():
-    ib = probe(port("mlx5_0", link_layer="InfiniBand", rate_gbps=400.0), port("mlx5_1", link_layer="InfiniBand",
-                                                                             rate_gbps=400.0))
+    ib = probe(port("mlx5_0", link_layer="InfiniBand", rate_gbps=400.0),
+               port("mlx5_1", link_layer="InfiniBand", rate_gbps=400.0))
     # 2 rails x 400 Gb/s shared by 2 GPUs: 50 GB/s per rank, 80 % on InfiniBand
     assert v.nccl_threshold(ib, 2, {})[0] == 40.0
     rows = v.node_rows("a", ib, nccl_ran(31.2), True, 2, {})
