@@ -559,6 +559,10 @@ class HostRoot:
             os.close(fd)
 
 
+#: where a node's tools are looked for under a host root (the PATH of HostCommands.CLEAN_ENV, in its order)
+TOOL_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
 class HostCommands:
     """Runs node commands for a module, inside ``host_root`` when it is not ``/``.
 
@@ -584,7 +588,7 @@ class HostCommands:
             raise HostRootError("command names must be plain names, got %r" % (name,))
         if self.host.root == "/":
             return self.module.get_bin_path(name)
-        for directory in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for directory in TOOL_DIRS:
             candidate = directory + "/" + name
             if self.host.is_executable(candidate):
                 return candidate

@@ -124,11 +124,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import apply as _apply
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import plan as _plan
 
-_BDF = re.compile(r"^(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+# a PCI address without its domain (18:00.0), as sriov_vfs also takes it
+_SHORT_BDF = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _UNIT = re.compile(r"^/etc/systemd/system/[A-Za-z0-9:_.@-]+\.service$")
 
 
@@ -137,10 +139,9 @@ def resolve_devices(names, pfs):
     by_name = dict((rdma, bdf) for bdf, rdmas in pfs.items() for rdma in rdmas)
     found = []
     for name in names:
-        match = _BDF.match(name)
-        if match:
-            bdf = "%s:%s:%s.%s" % ((match.group(1) or "0000").lower(), match.group(2).lower(), match.group(3).lower(),
-                                   match.group(4))
+        text = name.strip().lower()
+        bdf = normalize_bdf("0000:" + text if _SHORT_BDF.match(text) else text)
+        if bdf is not None:
             if bdf not in pfs:
                 raise InputError("devices: %s is not the physical function of an RDMA NIC on this node (known: %s)"
                                  % (name, ", ".join(pfs) or "none"))

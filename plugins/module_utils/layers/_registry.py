@@ -20,14 +20,17 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import importlib
 from collections import namedtuple
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import judge as _health_judge
+# Only the observers are imported here: rdma_facts (on the node) ships what this module imports, and the judgements
+# run on the controller, which imports them by name when the audit first asks (``Layer.judge``).
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import judge as _pcie_judge
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 
-Layer = namedtuple("Layer", (
+_ROOMS = "ansible_collections.rdma.k8s_node.plugins.module_utils.layers."
+
+_Layer = namedtuple("Layer", (
     "name",            # the layer's name in the audit report and in rdma_audit_layers
     "title",           # for humans (docs, reports)
     "roles",           # the roles that provision it, in provision order
@@ -37,9 +40,31 @@ Layer = namedtuple("Layer", (
     "docs",            # where it is documented
     # a layer built as a room (plugins/module_utils/layers/<name>/) brings its own observer and judgement:
     "observe",         # host -> its facts, which rdma_facts returns as ansible_facts.rdma.layers.<name>
-    "judge",           # (its facts, desired or None) -> the audit's checks of the layer
-    "inventory_judge",  # ({host: its facts or None}) -> {host: [checks]} that need every host (None: none)
+    "judge_ref",       # "<room module>:<function>": (its facts, desired or None) -> the audit's checks of the layer
+    "inventory_judge_ref",  # "<room module>:<function>": ({host: its facts or None}) -> {host: [checks]} (None: none)
 ), defaults=(None, None, None))
+
+
+def _resolve(ref):
+    if ref is None:
+        return None
+    module, dummy, name = ref.partition(":")
+    return getattr(importlib.import_module(_ROOMS + module), name)
+
+
+class Layer(_Layer):
+    """A registry entry; ``judge`` and ``inventory_judge`` are the room's functions, imported on first use."""
+
+    __slots__ = ()
+
+    @property
+    def judge(self):
+        return _resolve(self.judge_ref)
+
+    @property
+    def inventory_judge(self):
+        return _resolve(self.inventory_judge_ref)
+
 
 LAYERS = (
     Layer("drivers", "Drivers (DOCA-OFED) and GPUDirect RDMA", ("doca_ofed", "nvidia_peermem"),
@@ -58,7 +83,7 @@ LAYERS = (
           (), ("sysctl", "persisted", "devices"), "docs/kernel.md#arp-and-reverse-path-filtering-sysctl_dropin-role-rdma_sysctl"),
     Layer("pcie", "PCIe Max_Read_Request_Size of the RDMA NICs", ("pcie_tuning",),
           ("pcie_tuning_max_read_request", "pcie_tuning_devices", "pcie_tuning_boot_unit"),
-          (), ("layers",), "docs/pcie.md", observe=_pcie_observe.facts, judge=_pcie_judge.judge),
+          (), ("layers",), "docs/pcie.md", observe=_pcie_observe.facts, judge_ref="pcie.judge:judge"),
     Layer("sriov", "SR-IOV VFs and InfiniBand VF GUIDs", ("sriov",),
           ("sriov_pfs",),
           (), ("devices", "persisted"), "docs/sriov.md"),
@@ -77,8 +102,8 @@ LAYERS = (
           "docs/audit.md#checks"),
     Layer("health", "PCIe links, ACS, RDMA ports, error counters and firmware (judged, not provisioned)", (),
           ("rdma_audit_port_rate", "rdma_audit_counter_thresholds", "rdma_audit_expected_gpus", "rdma_audit_expected_nics"),
-          (), ("layers",), "docs/health.md", observe=_health_observe.facts, judge=_health_judge.judge,
-          inventory_judge=_health_judge.inventory_judge),
+          (), ("layers",), "docs/health.md", observe=_health_observe.facts,
+          judge_ref="health.judge:judge", inventory_judge_ref="health.judge:inventory_judge"),
 )
 
 # the pseudo-layer of the audit's own checks (facts gathered, files readable, options valid): always reported

@@ -157,6 +157,20 @@ def write(root, node_path, text):
     target.write_text(text)
 
 
+def build_node(root, spec):
+    """The scenario's files on a base tree, a cpu_manager_state, 4 CPUs, 2 NUMA nodes and the kubelet's binary."""
+    base_tree(root)
+    build_tree(root, spec)
+    write(root, "/var/lib/kubelet/cpu_manager_state",
+          json.dumps({"policyName": "none", "defaultCpuSet": "", "checksum": 1353318690}))
+    for cpu in range(4):
+        (root / ("sys/devices/system/cpu/cpu%d" % cpu)).mkdir(parents=True)
+    write(root, "/sys/devices/system/cpu/online", "0-3\n")
+    for node in (0, 1):
+        (root / ("sys/devices/system/node/node%d" % node)).mkdir(parents=True)
+    tool(root, spec["binary"])
+
+
 class RealKubeletBench(Bench):
     """A node built from one corpus scenario: its unit, environment and config files, a kubelet running with the
     scenario's command line under a fake systemd (or stopped), 4 CPUs, 2 NUMA nodes, a cpu_manager_state."""
@@ -168,16 +182,7 @@ class RealKubeletBench(Bench):
         super().__init__(tmp_path, monkeypatch)
         self.spec = scenario(name)
         root = self.root
-        base_tree(root)
-        build_tree(root, self.spec)
-        write(root, "/var/lib/kubelet/cpu_manager_state",
-              json.dumps({"policyName": "none", "defaultCpuSet": "", "checksum": 1353318690}))
-        for cpu in range(4):
-            (root / ("sys/devices/system/cpu/cpu%d" % cpu)).mkdir(parents=True)
-        write(root, "/sys/devices/system/cpu/online", "0-3\n")
-        for node in (0, 1):
-            (root / ("sys/devices/system/node/node%d" % node)).mkdir(parents=True)
-        tool(root, self.spec["binary"])
+        build_node(root, self.spec)
         self.systemd = FakeSystemd(root, {"kubelet": list(self.spec["cmdline"])})
         real_start = self.systemd._start  # pylint: disable=protected-access
 
@@ -280,16 +285,7 @@ class RancherKubeletBench(RealKubeletBench):
         Bench.__init__(self, tmp_path, monkeypatch)  # pylint: disable=non-parent-init-called
         self.spec = dict(RANCHER_SCENARIOS[name], options=True)
         root = self.root
-        base_tree(root)
-        build_tree(root, self.spec)
-        write(root, "/var/lib/kubelet/cpu_manager_state",
-              json.dumps({"policyName": "none", "defaultCpuSet": "", "checksum": 1353318690}))
-        for cpu in range(4):
-            (root / ("sys/devices/system/cpu/cpu%d" % cpu)).mkdir(parents=True)
-        write(root, "/sys/devices/system/cpu/online", "0-3\n")
-        for node in (0, 1):
-            (root / ("sys/devices/system/node/node%d" % node)).mkdir(parents=True)
-        tool(root, self.spec["binary"])
+        build_node(root, self.spec)
         service = self.spec["service"]
         self.systemd = FakeSystemd(root, {service: list(self.spec["cmdline"])})
         if not running:

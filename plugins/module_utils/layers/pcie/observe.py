@@ -16,14 +16,14 @@ import posixpath
 import re
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import TOOL_DIRS
+from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import config
 
 IB_CLASS = "/sys/class/infiniband"
 PCI_DEVICES = "/sys/bus/pci/devices"
 UNIT = "/etc/systemd/system/rdma-k8s-node-pcie.service"
-SETPCI_DIRS = ("/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/sbin", "/usr/local/bin")
-_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_EXEC = re.compile(r"^ExecStart=\S*setpci -s ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) CAP_EXP\+8\.w=([0-9a-f]{4}):7000$")
+_EXEC = re.compile(r"^ExecStart=\S*setpci -s ([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) CAP_EXP\+8\.w=([0-9a-f]{4}):7000$")
 
 
 def rdma_pfs(host):
@@ -32,8 +32,8 @@ def rdma_pfs(host):
     for name in host.listdir(IB_CLASS):
         # follow the class link first: the device link is relative to where the class link points
         device = host.follow(host.follow(IB_CLASS + "/" + name) + "/device")
-        bdf = posixpath.basename(device)
-        if not _BDF.match(bdf) or host.readlink(device + "/physfn") is not None:
+        bdf = normalize_bdf(posixpath.basename(device))
+        if bdf is None or host.readlink(device + "/physfn") is not None:
             continue
         found.setdefault(bdf, []).append(name)
     return dict((bdf, sorted(found[bdf])) for bdf in sorted(found))
@@ -68,7 +68,7 @@ def unit_values(text):
 
 def find_setpci(host):
     """setpci's path on the node, or None (the boot unit needs it; pciutils)."""
-    for directory in SETPCI_DIRS:
+    for directory in TOOL_DIRS:
         if host.is_executable(directory + "/setpci"):
             return directory + "/setpci"
     return None
