@@ -7,6 +7,7 @@ kernfs, attribute formats); values are read live from the Node so a rebuild is o
 from __future__ import annotations
 
 import errno
+import re
 from typing import Callable
 
 from . import fmt
@@ -19,8 +20,6 @@ from .vfs import Tree
 PCI_DRIVERS = sorted({model.driver for model in MODELS.values()} | {m.vf_driver for m in MODELS.values() if m.vf_driver})
 IB_STATES = {"ACTIVE": "4: ACTIVE", "DOWN": "1: DOWN", "INIT": "2: INIT", "ARMED": "3: ARMED"}
 GID_TABLE = 4
-HW_COUNTERS = ("local_ack_timeout_err", "out_of_sequence", "packet_seq_err", "req_transport_retries_exceeded",
-               "rnr_nak_retry_err", "roce_adp_retrans", "np_cnp_sent", "rp_cnp_handled")
 
 
 def build_tree(node: Node) -> Tree:
@@ -246,13 +245,29 @@ def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
     tree.add_value(f"{port}/lid_mask_count", "0")
     tree.add_value(f"{port}/cap_mask", "0xa651e848" if ib.link_layer == "InfiniBand" else "0x00010000")
     tree.add_value(f"{port}/pkeys/0", "0xffff")
-    for counter in HW_COUNTERS:
-        tree.add_value(f"{port}/hw_counters/{counter}", "0")
+    # drivers/infiniband/core/sysfs.c setup_hw_port_stats(): one 0444 file per counter ("%llu\n", the value read
+    # from the device at most every `lifespan` ms) and a 0644 `lifespan` (ms, "%d\n", 0..10000); mlx5's default
+    # lifespan is RDMA_HW_STATS_DEFAULT_LIFESPAN, 10 ms (not modelled: every read is fresh)
+    if model.hw_counters:
+        for counter in model.hw_counters:
+            tree.add_file(f"{port}/hw_counters/{counter}", _hw_counter(node, ib, counter))
+        tree.add_file(f"{port}/hw_counters/lifespan", lambda: "10\n", _lifespan)
     # PMA PortCounters (sysfs.c PORT_PMA_ATTR, "%u\n"): the spec's values on a PF, zero elsewhere
     counters = ib.dev.pf.fspec.counters if ib.dev.pf is not None else {}
     for counter in PMA_COUNTERS:
         tree.add_value(f"{port}/counters/{counter}", str(counters.get(counter, 0)))
     _gids(tree, node, ib, port)
+
+
+def _hw_counter(node: Node, ib: IbDev, name: str) -> Callable[[], str]:
+    return lambda: f"{node.hw_counter(ib, name)}\n"
+
+
+def _lifespan(text: str) -> None:
+    """set_stats_lifespan(): kstrtoint base 10, 0..10000 ms, else EINVAL (the value is not kept: reads are fresh)."""
+    value = text.strip() if text.endswith("\n") and text.count("\n") == 1 else text
+    if not re.fullmatch(r"[+-]?\d+", value) or not 0 <= int(value) <= 10000:
+        raise fmt.oserror(errno.EINVAL)
 
 
 def _card(ib: IbDev):

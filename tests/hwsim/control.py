@@ -42,6 +42,9 @@ def _reset(node: Node, cmd: dict[str, Any]) -> Any:
 
 
 def _fault_add(node: Node, cmd: dict[str, Any]) -> Any:
+    if cmd.get("action") == "retransmit":
+        return node.faults.add_retransmit(cmd["path"], cmd.get("per_second", 0), cmd.get("throughput", 1.0),
+                                          cmd.get("cnps_per_second", 0)).describe()
     fault = node.faults.add(cmd["path"], cmd.get("op", "any"), cmd.get("action", "errno"), cmd.get("errno"),
                             float(cmd.get("seconds", 0)), cmd.get("count"))
     return fault.describe()
@@ -272,6 +275,15 @@ def _pci_link_set(node: Node, cmd: dict[str, Any]) -> Any:
     return node.pci_link_set(cmd["bdf"], cmd.get("speed"), cmd.get("width"))
 
 
+def _port_fault(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.port_fault(str(cmd["dev"]), int(cmd.get("port", 1)))
+
+
+def _traffic(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.traffic(str(cmd["dev"]), int(cmd.get("port", 1)), str(cmd["role"]), float(cmd["seconds"]),
+                        cmd.get("peer") or {})
+
+
 COMMANDS: dict[str, Handler] = {
     "reset": _reset,
     "fault_add": _fault_add,
@@ -298,5 +310,7 @@ COMMANDS: dict[str, Handler] = {
     "devlink_eswitch_set": _devlink_eswitch_set,
     "pci_config": _pci_config,
     "pci_link_set": _pci_link_set,
+    "port_fault": _port_fault,
+    "traffic": _traffic,
     "dump": _dump,
 }

@@ -1,4 +1,5 @@
-"""Fault injection: make a chosen path fail with an errno, hang, or respond slowly, on read and/or write.
+"""Fault injection: make a chosen path fail with an errno, hang, or respond slowly, on read and/or write; and make
+an RDMA port retransmit while traffic runs through it (``retransmit`` faults, see Node.traffic()).
 
 Faults match the *canonical* path (symlinks resolved), because that is what a FUSE daemon sees after the kernel
 has walked the symlinks; a fault set on /sys/class/net/ib0/device/sriov_numvfs therefore also hits
@@ -50,11 +51,30 @@ class Fault:
                 "errno": errno.errorcode.get(self.errno, self.errno), "seconds": self.seconds, "count": self.count}
 
 
+@dataclass
+class RetransmitFault:
+    """An RDMA port that loses packets while traffic runs (a bad cable or transceiver, a lossy RoCE hop): each
+    second of traffic through it, ``per_second`` packets are lost and recovered by retransmission, the port delivers
+    ``throughput`` of its line rate, and ``cnps_per_second`` congestion notifications are exchanged (RoCE only)."""
+
+    ident: int
+    path: str
+    per_second: float
+    throughput: float
+    cnps_per_second: float
+
+    def describe(self) -> dict[str, object]:
+        """JSON-friendly view."""
+        return {"id": self.ident, "path": self.path, "action": "retransmit", "per_second": self.per_second,
+                "throughput": self.throughput, "cnps_per_second": self.cnps_per_second}
+
+
 class FaultTable:
     """Thread-safe list of faults; `check` is called before every read/write of the simulated tree."""
 
     def __init__(self) -> None:
         self._faults: list[Fault] = []
+        self._retransmits: list[RetransmitFault] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -79,19 +99,44 @@ class FaultTable:
             self._faults.append(fault)
         return fault
 
+    def add_retransmit(self, path: str, per_second: float, throughput: float = 1.0,
+                       cnps_per_second: float = 0.0) -> RetransmitFault:
+        """Make the RDMA port at `path` (``sys/class/infiniband/<dev>/ports/<n>``, canonical, or a glob) retransmit
+        while traffic runs; see :class:`RetransmitFault`."""
+        per_second, throughput, cnps_per_second = float(per_second), float(throughput), float(cnps_per_second)
+        if per_second < 0 or cnps_per_second < 0:
+            raise ValueError("per_second and cnps_per_second must be >= 0")
+        if not 0 < throughput <= 1:
+            raise ValueError("throughput is the fraction of the line rate the port delivers: 0 < throughput <= 1")
+        fault = RetransmitFault(next(self._ids), path.strip("/"), per_second, throughput, cnps_per_second)
+        with self._lock:
+            self._retransmits.append(fault)
+        return fault
+
+    def retransmit(self, path: str, canonical: Callable[[str], str]) -> RetransmitFault | None:
+        """The first retransmit fault on the port at canonical `path`, or None."""
+        with self._lock:
+            for fault in self._retransmits:
+                if _path_matches(fault.path, path, canonical):
+                    return fault
+        return None
+
     def clear(self, ident: int | None = None) -> int:
         """Remove one fault (or all); blocked hangs are released. Returns how many were removed."""
         with self._lock:
             gone = [f for f in self._faults if ident is None or f.ident == ident]
             self._faults = [f for f in self._faults if f not in gone]
+            kept = [f for f in self._retransmits if ident is not None and f.ident != ident]
+            removed = len(self._retransmits) - len(kept)
+            self._retransmits = kept
         for fault in gone:
             fault.release.set()
-        return len(gone)
+        return len(gone) + removed
 
-    def list(self) -> list[Fault]:
+    def list(self) -> list[Fault | RetransmitFault]:
         """Current faults."""
         with self._lock:
-            return list(self._faults)
+            return list(self._faults) + list(self._retransmits)
 
     def check(self, op: str, path: str, canonical: Callable[[str], str]) -> None:
         """Apply the first matching fault: raise its errno, or block for its time (then fail or proceed)."""

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from . import fmt, pciconf
-from .models import MODELS, Model
+from .models import HW_COUNTER_BITS, MODELS, Model
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
 
@@ -59,6 +59,8 @@ class FunctionSpec:
     phys_state: str | None = None
     #: PMA PortCounters of the port (``counters/<name>``); counters not given read 0
     counters: dict[str, int] = field(default_factory=dict)
+    #: mlx5 hw_counters of the port at power-on (``hw_counters/<name>``, the model's names); not given read 0
+    hw_counters: dict[str, int] = field(default_factory=dict)
 
 
 #: ``phys_state`` values as drivers/infiniband/core/sysfs.c phys_state_to_str() names them (index = the number)
@@ -413,7 +415,8 @@ def _parse_nic(dev: DeviceSpec, item: dict[str, Any], where: str) -> None:
             mtu=entry.get("mtu"), port_state=str(entry.get("port_state", "ACTIVE")),
             lid=int(entry.get("lid", 0)), sm_lid=int(entry.get("sm_lid", 0)), rate=entry.get("rate"),
             phys_state=_parse_phys_state(entry.get("phys_state"), f"{where}.functions"),
-            counters=_parse_counters(entry.get("counters"), f"{where}.functions")))
+            counters=_parse_counters(entry.get("counters"), f"{where}.functions"),
+            hw_counters=_parse_hw_counters(entry.get("hw_counters"), dev.model, f"{where}.functions")))
     if item.get("fw_ver") is not None:
         _require(isinstance(item["fw_ver"], str) and item["fw_ver"].strip() != "", where, "fw_ver must be a version string")
         dev.fw_ver = item["fw_ver"]
@@ -448,6 +451,21 @@ def _parse_counters(data: Any, where: str) -> dict[str, int]:
         top = (1 << PMA_COUNTERS[name]) - 1
         _require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top, where,
                  f"counter {name} must be an integer 0..{top} (a {PMA_COUNTERS[name]}-bit PMA counter)")
+    return dict(data)
+
+
+def _parse_hw_counters(data: Any, model: Model, where: str) -> dict[str, int]:
+    """`hw_counters: {out_of_sequence: 5}`: names the model reports (models.HW_COUNTER_GROUPS), values that fit the
+    counter's width (32-bit Q counters, 64-bit congestion counters)."""
+    if data is None:
+        return {}
+    _require(isinstance(data, dict), where, "hw_counters must be a mapping of counter name to value")
+    for name, value in data.items():
+        _require(name in model.hw_counters, where,
+                 f"hw_counter {name!r} is not one of this model's: {sorted(model.hw_counters) or 'none'}")
+        top = (1 << HW_COUNTER_BITS[name]) - 1
+        _require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top, where,
+                 f"hw_counter {name} must be an integer 0..{top} (a {HW_COUNTER_BITS[name]}-bit counter)")
     return dict(data)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from . import fmt, pciconf
 from .faults import FaultTable
-from .models import CLASS_ETH, CLASS_IB, Model, driver_matches
+from .models import CLASS_ETH, CLASS_IB, HW_COUNTER_BITS, Model, driver_matches
 from .spec import OFED_RE, DeviceSpec, FunctionSpec, ModuleSpec, Spec, function_bdfs
 from .vfs import Dir, File, Link, Tree
 
@@ -175,6 +175,26 @@ NET_NAME_UNKNOWN, NET_NAME_ENUM, NET_NAME_RENAMED = 0, 1, 4
 
 
 @dataclass
+class Flow:
+    """Traffic through an RDMA port from `start` to `end` (clock seconds), growing hw_counters at `rates` per second."""
+
+    start: float
+    end: float
+    rates: dict[str, float]
+
+    def count(self, now: float) -> dict[str, int]:
+        """What the flow has counted by `now` (it grows while the traffic runs, then stops)."""
+        elapsed = min(max(now - self.start, 0.0), self.end - self.start)
+        return dict((name, int(rate * elapsed)) for name, rate in self.rates.items())
+
+
+#: share of the lost packets a requester recovers only after its ACK timer expires (the loss was at the tail of a
+#: burst: no later packet reveals the gap); the rest are NAKed by the responder (packet sequence error NAK).  A model
+#: choice of the simulator, not a hardware figure (README "hw_counters").
+TIMEOUT_SHARE = 0.1
+
+
+@dataclass
 class IbDev:
     """An RDMA device (ib_device) registered by mlx5_ib."""
 
@@ -188,6 +208,10 @@ class IbDev:
     netdev: str | None
     lid: int = 0
     sm_lid: int = 0
+    #: port 1's hw_counters when the device registered (mlx5_ib allocates its Q counter set at probe) and the
+    #: traffic flows counting into them since
+    hw: dict[str, int] = field(default_factory=dict)
+    flows: list[Flow] = field(default_factory=list)
 
 
 @dataclass
@@ -904,9 +928,75 @@ class Node:
             node_guid, port_guid = admin.node_guid, admin.port_guid
             sys_guid = dev.vf.pf.card.pfs[0].node_guid
             lid, sm_lid = 0, dev.vf.pf.fspec.sm_lid
+        hw = dict((counter, 0) for counter in dev.model.hw_counters)
+        if dev.pf is not None:
+            hw.update(dev.pf.fspec.hw_counters)
         self.ibdevs[name] = IbDev(name, dev, self._ibindex, node_guid, sys_guid, port_guid, self._link_layer(dev), None,
-                                  lid, sm_lid)
+                                  lid, sm_lid, hw)
         self._ibindex += 1
+
+    # ------------------------------------------------------------------ hw_counters and traffic
+    def hw_counter(self, ib: IbDev, name: str) -> int:
+        """``ports/1/hw_counters/<name>``: the value at registration plus what the traffic flows counted, wrapped at
+        the counter's width (32-bit Q counters wrap; sysfs prints ``%llu``)."""
+        with self.lock:
+            now = self.clock()
+            value = ib.hw.get(name, 0) + sum(flow.count(now).get(name, 0) for flow in ib.flows)
+            return value & ((1 << HW_COUNTER_BITS.get(name, 64)) - 1)
+
+    def _ibdev_port(self, name: str, port: int) -> IbDev:
+        ib = self.ibdevs.get(name)
+        if ib is None or port != 1:
+            raise fmt.oserror(errno.ENODEV, f"{name}/{port}")
+        return ib
+
+    def port_fault(self, name: str, port: int) -> dict[str, Any]:
+        """What a port does to the traffic through it: its retransmit fault (none: no loss, full throughput) and its
+        rate and link layer (the perftest shim exchanges this with its peer)."""
+        with self.lock:
+            ib = self._ibdev_port(name, port)
+            fault = self.faults.retransmit(self.canonical(f"sys/class/infiniband/{name}/ports/{port}"), self.canonical)
+            return {"per_second": fault.per_second if fault else 0.0, "throughput": fault.throughput if fault else 1.0,
+                    "cnps_per_second": fault.cnps_per_second if fault else 0.0, "rate": self.port_rate(ib),
+                    "link_layer": ib.link_layer, "state": self.port_state(ib)}
+
+    def traffic(self, name: str, port: int, role: str, seconds: float, peer: dict[str, Any] | None = None) -> dict[str, Any]:
+        """RC traffic through the port for `seconds` from now, as `requester` (it sends: ib_write_bw's client) or
+        `responder` (it receives); the port's hw_counters grow while it runs.
+
+        Packets lost at either end's port (this port's retransmit fault and the peer's, ``peer["per_second"]``) are
+        recovered by retransmission: the requester counts each as ``packet_seq_err`` (a sequence-error NAK came back)
+        or, for TIMEOUT_SHARE of them, ``local_ack_timeout_err`` (its ACK timer expired; on a RoCE port with RoCE
+        acceleration also ``roce_adp_retrans``); the responder counts ``out_of_sequence`` (it saw the gap and NAKed)
+        or ``duplicate_request`` (the requester resent from the last ACKed packet after its timeout).  Congestion
+        notifications (RoCE only): the requester counts ``rp_cnp_handled``, the responder ``np_ecn_marked_roce_packets``
+        and ``np_cnp_sent``.  Counters the model does not have stay absent.
+        """
+        if role not in ("requester", "responder"):
+            raise ValueError("role must be requester or responder")
+        seconds = float(seconds)
+        if not 0 < seconds <= 3600:
+            raise ValueError("seconds must be > 0 and <= 3600")
+        peer = peer or {}
+        with self.lock:
+            own = self.port_fault(name, port)
+            ib = self.ibdevs[name]
+            losses = own["per_second"] + float(peer.get("per_second") or 0)
+            cnps = own["cnps_per_second"] + float(peer.get("cnps_per_second") or 0)
+            timeouts, naks = losses * TIMEOUT_SHARE, losses * (1 - TIMEOUT_SHARE)
+            if role == "requester":
+                rates = {"packet_seq_err": naks, "local_ack_timeout_err": timeouts}
+                if ib.link_layer == "Ethernet":
+                    rates.update(roce_adp_retrans=timeouts, rp_cnp_handled=cnps)
+            else:
+                rates = {"out_of_sequence": naks, "duplicate_request": timeouts}
+                if ib.link_layer == "Ethernet":
+                    rates.update(np_ecn_marked_roce_packets=cnps, np_cnp_sent=cnps)
+            rates = dict((key, value) for key, value in rates.items() if key in ib.hw and value)
+            now = self.clock()
+            ib.flows.append(Flow(now, now + seconds, rates))
+            return dict(own, role=role, seconds=seconds, rates=rates)
+
 
     def port_state(self, ib: IbDev) -> str:
         """Logical port state: a PF follows its spec; a VF is ACTIVE only with a non-zero GUID and policy auto/enable.
