@@ -23,6 +23,7 @@ _SPEC = {
     "host_root": {"type": "path", "default": "/"},
     "desired_state": {"type": "bool", "default": False},
     "desired_vars": {"type": "list", "elements": "str", "default": []},
+    "counters_interval": {"type": "float", "default": 0},
 }
 
 
@@ -48,7 +49,9 @@ class ActionModule(ActionBase):
             desired[name] = self._templar.template(task_vars[name]) if name in task_vars else UNSET
         try:
             module = self._execute_module(module_name="rdma.k8s_node.rdma_facts",
-                                          module_args={"host_root": params["host_root"]}, task_vars=task_vars)
+                                          module_args={"host_root": params["host_root"],
+                                                       "counters_interval": params["counters_interval"]},
+                                          task_vars=task_vars)
         except AnsibleConnectionFailure as exc:
             # keep the desired state of a host that cannot be reached: the report still says what it should be
             return dict(result, unreachable=True, msg=str(exc), rdma_audit_desired=desired)

@@ -39,6 +39,12 @@ options:
     type: list
     elements: str
     default: []
+  counters_interval:
+    description:
+      - Passed to M(rdma.k8s_node.rdma_facts) - seconds between two readings of the RDMA ports' C(hw_counters), from
+        V(0) to V(60) (V(0) reads them once); with two readings the audit judges their rates (docs/counters.md).
+    type: float
+    default: 0
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.

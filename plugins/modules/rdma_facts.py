@@ -34,6 +34,14 @@ extends_documentation_fragment:
   - rdma.k8s_node.attributes.facts
   - rdma.k8s_node.attributes.info_module
   - rdma.k8s_node.host_root
+options:
+  counters_interval:
+    description:
+      - Seconds between two readings of the RDMA ports' C(hw_counters) (retransmission and congestion counters, the
+        C(counters) layer of docs/counters.md), from V(0) to V(60); the module waits that long. V(0) reads them once;
+        with two readings the audit also judges how fast they grow.
+    type: float
+    default: 0
 notes:
   - Runs on the node's own Python with the standard library only.
   - VF GUIDs are read from the VF's own RDMA device; a VF that is not bound to an RDMA driver has V(null) GUIDs.
@@ -436,6 +444,11 @@ ansible_facts:
               C(devctl) (the Device Control register) and C(cap) (the PCI Express capability's offset), or C(error);
               C(unit) (the boot unit - C(path), C(exists), C(values) per function, C(text)); C(setpci) (its path on the
               node, or V(null)). See docs/pcie.md.
+            - C(counters) - C(ports) (every port of every RDMA device that is not a VF - C(device), C(port),
+              C(link_layer), C(counters) (each C(hw_counters) file but C(lifespan), a number or its text; V(null)
+              without the directory), C(previous) (the first of two readings, or V(null)), C(problems)), C(time) (epoch
+              seconds of the last reading) and C(interval) (seconds between the two readings, or V(null)). See
+              docs/counters.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,
@@ -459,14 +472,17 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts impor
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
 
 
-def layer_facts(host, problems):
-    """``{layer: facts}`` of the layers built as rooms (each brings its observer; see the layer registry)."""
+def layer_facts(host, problems, options=None):
+    """``{layer: facts}`` of the layers built as rooms (each brings its observer; see the layer registry); ``options``
+    are keyword arguments per layer (``{"counters": {"interval": 10}}``)."""
     out = {}
     for layer in _registry.rooms():
+        kwargs = (options or {}).get(layer.name) or {}
         try:
-            out[layer.name] = layer.observe(host)
+            out[layer.name] = layer.observe(host, **kwargs)
         except RdmaNodeError as exc:
             out[layer.name] = None
             problems.append({"path": "layers.%s" % layer.name, "error": exc.msg})
@@ -477,17 +493,19 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             host_root=dict(type="path", default="/"),
+            counters_interval=dict(type="float", default=0),
         ),
         supports_check_mode=True,
     )
     try:
+        interval = _counters_observe.check_interval(module.params["counters_interval"])
         host = HostRoot(module.params["host_root"])
         commands = HostCommands(module, host)
         facts = gather(host, commands)
         facts["runtime"] = runtime_facts(host, commands)
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
-        facts["layers"] = layer_facts(host, facts["problems"])
+        facts["layers"] = layer_facts(host, facts["problems"], {"counters": {"interval": interval}})
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

@@ -25,6 +25,7 @@ from collections import namedtuple
 
 # Only the observers are imported here: rdma_facts (on the node) ships what this module imports, and the judgements
 # run on the controller, which imports them by name when the audit first asks (``Layer.judge``).
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 
@@ -104,6 +105,9 @@ LAYERS = (
           ("rdma_audit_port_rate", "rdma_audit_counter_thresholds", "rdma_audit_expected_gpus", "rdma_audit_expected_nics"),
           (), ("layers",), "docs/health.md", observe=_health_observe.facts,
           judge_ref="health.judge:judge", inventory_judge_ref="health.judge:inventory_judge"),
+    Layer("counters", "Retransmission and congestion counters of the RDMA ports (judged, not provisioned)", (),
+          ("rdma_audit_hw_counter_thresholds", "rdma_audit_hw_counter_rates"),
+          (), ("layers",), "docs/counters.md", observe=_counters_observe.facts, judge_ref="counters.judge:judge"),
 )
 
 # the pseudo-layer of the audit's own checks (facts gathered, files readable, options valid): always reported
