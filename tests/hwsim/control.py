@@ -10,7 +10,7 @@ import errno
 import json
 from typing import Any, Callable
 
-from . import fmt
+from . import fmt, nvconfig
 from .build import proc_modules
 from .state import IbDev, NetDev, Node, Pf
 
@@ -202,18 +202,28 @@ def _modules(node: Node, dummy_cmd: dict[str, Any]) -> Any:
 
 
 def _mstconfig_query(node: Node, cmd: dict[str, Any]) -> Any:
+    """The card's listed parameters with their Default, Current and Next Boot values as the query prints them."""
     with node.lock:
         card = node.card_by_bdf(cmd["bdf"])
         model = card.spec.model
+        params = node.fw_params(card)
         defaults = node.fw_defaults(card)
         return {"device_type": model.mlx_name, "description": model.description, "bdf": card.pfs[0].dev.bdf,
-                "params": [{"name": key, "default": defaults[key], "current": card.fw_current[key],
-                            "next": card.fw_next[key]} for key in card.fw_next]}
+                "params": [{"name": key, "default": params[key].show(defaults[key]),
+                            "current": params[key].show(card.fw_current[key]),
+                            "next": params[key].show(card.fw_next[key])} for key in nvconfig.listed(params, card.fw_next)]}
 
 
 def _mstconfig_set(node: Node, cmd: dict[str, Any]) -> Any:
+    """Validate (``dry_run``) or stage K=V in Next Boot; the values come back as the tool prints them."""
     changes = node.fw_set(cmd["bdf"], dict(cmd["params"]), apply=not cmd.get("dry_run"))
-    return {key: {"next": old, "new": new} for key, (old, new) in changes.items()}
+    with node.lock:
+        params = node.fw_params(node.card_by_bdf(cmd["bdf"]))
+    return {key: {"next": params[key].show(old), "new": params[key].show(new)} for key, (old, new) in changes.items()}
+
+
+def _fw_reset(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.fw_reset(cmd["bdf"], int(cmd.get("level", 3)))
 
 
 def _devlink_eswitch_show(node: Node, cmd: dict[str, Any]) -> Any:
@@ -302,6 +312,7 @@ COMMANDS: dict[str, Handler] = {
     "modules": _modules,
     "mstconfig_query": _mstconfig_query,
     "mstconfig_set": _mstconfig_set,
+    "fw_reset": _fw_reset,
     "ofed_info": _ofed_info,
     "ofed_set": _ofed_set,
     "module_set": _module_set,

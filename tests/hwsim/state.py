@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import fmt, pciconf
+from . import fmt, nvconfig, pciconf
 from .faults import FaultTable
 from .models import CLASS_ETH, CLASS_IB, HW_COUNTER_BITS, Model, driver_matches
 from .spec import OFED_RE, DeviceSpec, FunctionSpec, ModuleSpec, Spec, function_bdfs
@@ -473,15 +473,17 @@ class Node:
                     changed.append(other.bdf)
             return {"speed": pciconf.SPEEDS[code], "width": link.width, "devices": sorted(changed)}
 
+    def fw_params(self, card: Card) -> dict[str, nvconfig.Param]:
+        """The firmware parameters of the card's model (tests/hwsim/nvconfig.py); {} for a card without NVCONFIG."""
+        if not card.is_mlx:
+            return {}
+        return nvconfig.catalogue(card.spec.model_name, len(card.pfs), card.spec.model.vpi)
+
     def fw_defaults(self, card: Card) -> dict[str, Any]:
-        """mlxconfig 'Default' column: SR-IOV off; VPI ports default to InfiniBand."""
+        """mlxconfig 'Default' column: the model's defaults (SR-IOV off; VPI ports default to InfiniBand)."""
         if not card.is_mlx:
             return {"NUM_OF_VFS": card.spec.firmware.get("NUM_OF_VFS", 0)}
-        values: dict[str, Any] = {"SRIOV_EN": False, "NUM_OF_VFS": 0}
-        if card.spec.model.vpi:
-            for idx in range(len(card.pfs)):
-                values[f"LINK_TYPE_P{idx + 1}"] = "IB"
-        return values
+        return nvconfig.defaults(self.fw_params(card))
 
     def _boot_modules(self) -> list[str]:
         """Spec modules, then systemd-modules-load: names from etc/modules-load.d/*.conf known to the catalogue."""
@@ -997,7 +999,6 @@ class Node:
             ib.flows.append(Flow(now, now + seconds, rates))
             return dict(own, role=role, seconds=seconds, rates=rates)
 
-
     def port_state(self, ib: IbDev) -> str:
         """Logical port state: a PF follows its spec; a VF is ACTIVE only with a non-zero GUID and policy auto/enable.
 
@@ -1301,22 +1302,64 @@ class Node:
         return dev.pf.card
 
     def fw_set(self, bdf: str, values: dict[str, str], apply: bool = True) -> dict[str, tuple[Any, Any]]:
-        """Stage firmware parameters in 'Next'; returns {param: (old next, new next)}. EINVAL on bad names/values.
+        """Stage firmware parameters in 'Next'; returns {param: (old next, new next)}.  EINVAL for a parameter the card
+        does not list (its model has none, or its dependency does not hold on the Next Boot values) or a value the
+        parameter refuses; the OSError's filename is the message mlxconfig prints after ``-E-``.
 
         With apply=False only validates, which is what mstconfig does before asking for confirmation.
         """
         with self.lock:
             card = self.card_by_bdf(bdf)
+            params = self.fw_params(card)
+            listed = nvconfig.listed(params, card.fw_next)
             changes: dict[str, tuple[Any, Any]] = {}
             for key, raw in values.items():
-                if key not in card.fw_next:
-                    raise fmt.oserror(errno.EINVAL, key)
-                new = _fw_value(key, raw)
+                if key not in listed:
+                    raise fmt.oserror(errno.EINVAL, f"Unknown Parameter: {key}")
+                try:
+                    new = params[key].parse(raw)
+                except ValueError as exc:
+                    raise fmt.oserror(errno.EINVAL, str(exc)) from None
                 changes[key] = (card.fw_next[key], new)
-            for key, (dummy_old, new) in changes.items():
-                if apply:
+            if apply:
+                for key, (dummy_old, new) in changes.items():
                     card.fw_next[key] = new
             return changes
+
+    def fw_reset(self, bdf: str, level: int = 3) -> dict[str, Any]:
+        """``mlxfwreset --level 3 reset`` ("Driver restart and PCI reset", mstflint small_utils/mstfwreset.py): the
+        driver is removed from every function of the card (mlx5's remove takes the VFs with it), the firmware reloads
+        with its Next Boot values as Current, each function's configuration space is back at its reset values, and
+        the driver probes the functions it was bound to again (new netdevs and RDMA devices).  Only level 3: level 0
+        (live patch) loads no configuration and 4 is a warm reboot of the host (use `reset`).  EINVAL otherwise."""
+        if level != 3:
+            raise fmt.oserror(errno.EINVAL, f"reset level {level} is not simulated (only 3: Driver restart and PCI reset)")
+        with self.lock:
+            self.advance()
+            card = self.card_by_bdf(bdf)
+            bound = dict((pf.dev.bdf, pf.dev.driver) for pf in card.pfs)
+            for pf in card.pfs:
+                self._detach(pf.dev)
+            self._sync()
+            applied = dict((key, (card.fw_current.get(key), value)) for key, value in card.fw_next.items()
+                           if card.fw_current.get(key) != value)
+            card.fw_current = dict(card.fw_next)
+            link = self._trained(card.pfs[0].dev)
+            for pf in card.pfs:
+                pf.numvfs = 0
+                pf.vfs = []
+                pf.admin = {}
+                pf.eswitch = "legacy"
+                pf.generation += 1
+                pf.dev.klass = CLASS_IB if pf.link_layer == "InfiniBand" else CLASS_ETH
+                pf.dev.config = pciconf.ConfigSpace(self._layout(pf.dev, link))
+            for pf in card.pfs:
+                driver = bound[pf.dev.bdf]
+                if driver is not None and self._driver_loaded(driver):
+                    self._attach(pf.dev, driver)
+            self._sync()
+            self._changed()
+            return {"functions": sorted(bound), "applied": dict((key, [old, new]) for key, (old, new) in applied.items())}
 
     # ------------------------------------------------------------------ rdma cgroup
     def store_rdma_max(self, text: str) -> None:
@@ -1362,26 +1405,6 @@ def _kv(words: list[str]) -> dict[str, str]:
 def _errno_of(name: str) -> int:
     code = getattr(errno, name.upper(), None)
     return code if isinstance(code, int) else errno.EINVAL
-
-
-def _fw_value(key: str, raw: str) -> Any:
-    """Parse an mstconfig value the way mstconfig accepts it (names or numbers)."""
-    text = str(raw).strip()
-    upper = text.upper()
-    if key == "SRIOV_EN":
-        if upper in ("TRUE", "1", "TRUE(1)"):
-            return True
-        if upper in ("FALSE", "0", "FALSE(0)"):
-            return False
-    elif key == "NUM_OF_VFS":
-        if text.isdigit() and int(text) <= 127:
-            return int(text)
-    elif key.startswith("LINK_TYPE_P"):
-        if upper in ("IB", "1", "IB(1)"):
-            return "IB"
-        if upper in ("ETH", "2", "ETH(2)"):
-            return "ETH"
-    raise fmt.oserror(errno.EINVAL, f"{key}={raw}")
 
 
 def _predictable_name(pf: Pf, ib_kind: bool) -> str:

@@ -20,8 +20,10 @@ def run(dgx, tool, *args, stdin=None):
 
 def test_shims_are_executable_stdlib_only_python():
     shims = sorted(SHIMS.iterdir())
-    assert [shim.name for shim in shims] == ["devlink", "ib_write_bw", "ip", "modprobe", "mstconfig", "ofed_info", "rdma",
-                                             "setpci", "sysctl"]
+    assert [shim.name for shim in shims] == ["devlink", "ib_write_bw", "ip", "mlxconfig", "mlxfwreset", "modprobe",
+                                             "mstconfig", "mstfwreset", "ofed_info", "rdma", "setpci", "sysctl"]
+    # mlxconfig is mstconfig and mstfwreset is mlxfwreset under the other name (each picks its layout from argv[0])
+    assert (SHIMS / "mlxconfig").readlink().name == "mstconfig" and (SHIMS / "mstfwreset").readlink().name == "mlxfwreset"
     for shim in shims:
         assert os.access(shim, os.X_OK), shim
         text = shim.read_text(encoding="utf-8")
@@ -97,13 +99,13 @@ def test_modprobe(dgx):
 def test_mstconfig_query_and_set(dgx):
     query = run(dgx, "mstconfig", "-e", "-d", "0000:18:00.0", "q").stdout
     assert "Configurations:                              Default         Current         Next Boot\n" in query
-    assert "*        NUM_OF_VFS                          0               16              16\n" in query
+    assert "*        NUM_OF_VFS                          0               16              16              \n" in query
     assert run(dgx, "mstconfig", "-d", "0000:18:00.0", "set", "NUM_OF_VFS=4", stdin="n\n").returncode == 1
     done = run(dgx, "mstconfig", "-d", "0000:18:00.0", "-y", "set", "NUM_OF_VFS=4")
     assert done.returncode == 0 and "Please reboot" in done.stdout
-    assert "NUM_OF_VFS                          0               16              4\n" in run(
+    assert "NUM_OF_VFS                          0               16              4               \n" in run(
         dgx, "mstconfig", "-e", "-d", "0000:18:00.0", "q").stdout
-    assert "NUM_OF_VFS                          4\n" in run(dgx, "mstconfig", "-d", "0000:18:00.0", "q").stdout
+    assert "NUM_OF_VFS                          4               \n" in run(dgx, "mstconfig", "-d", "0000:18:00.0", "q").stdout
     dgx.call({"cmd": "reset"})
     assert (dgx.root / "sys/bus/pci/devices/0000:18:00.0/sriov_totalvfs").read_text(encoding="utf-8") == "4\n"
     assert run(dgx, "mstconfig", "-d", "0000:18:00.0", "set", "BOGUS=1").returncode == 1
