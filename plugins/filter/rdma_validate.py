@@ -107,11 +107,14 @@ def _by_id(registered):
 
 
 def rdma_validate_report(the_plan, hosts, hostvars, settings=None, generated=None, prefix="rdma_validate__"):
-    """The report (``summary``, ``pairs``, ``nodes``) from the plan and each host's registered results."""
+    """The report (``summary``, ``pairs``, ``nodes``) from the plan and each host's registered results, with each
+    job's rails' counter readings around its wave (``counters`` in ``settings`` false: not read, not judged)."""
     settings = dict(_plain(settings) or {})
     the_plan = _plain(the_plan)
-    servers, stops, clients = {}, {}, {}
+    servers, stops, clients, readings = {}, {}, {}, {}
     for host in hosts:
+        # the rails' hw_counters before and after each wave (roles/rdma_validate/tasks/clients.yml)
+        readings[host] = _validate.counter_readings(_var(hostvars, host, prefix + "counters"))
         servers.update(_by_id(_var(hostvars, host, prefix + "server")))
         stops.update(_by_id(_var(hostvars, host, prefix + "stop")))
         # the client results of every wave (roles/rdma_validate/tasks/clients.yml)
@@ -121,7 +124,8 @@ def rdma_validate_report(the_plan, hosts, hostvars, settings=None, generated=Non
         server = dict(servers.get(job["id"]) or {})
         if job["id"] in stops:
             server["stop"] = stops[job["id"]]
-        rows.append(_validate.judge(job, server, clients.get(job["id"]), None, settings))
+        counters = _validate.job_counters(job, readings, the_plan["jobs"]) if settings.get("counters", True) else None
+        rows.append(_validate.judge(job, server, clients.get(job["id"]), counters, settings))
     nodes = []
     for host in hosts:
         probe = _probe_of(_var(hostvars, host, prefix + "probe"), _var(hostvars, host, prefix + "facts"))

@@ -9,7 +9,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 DOCUMENTATION = r"""
 module: rdma_perftest
-short_description: The node side of the fabric acceptance - GID tables, ib_write_bw server and client, NCCL log
+short_description: The node side of the fabric acceptance - GID tables, ib_write_bw, port counters, NCCL log
 version_added: 0.1.0
 author:
   - rdma.k8s_node contributors (@rdma-k8s-node)
@@ -25,6 +25,9 @@ description:
     result in Gb/s.
   - V(stop) ends the servers still running (their whole process group), returns their output and removes the
     run files. Run it always, also after a failure, so no perftest is left running.
+  - V(counters) reads the C(hw_counters) (retransmission and congestion counters) of the O(devices) ports, as the
+    C(counters) layer of M(rdma.k8s_node.rdma_facts) does; validate reads them before and after each wave of tests
+    (docs/counters.md). Read-only.
   - V(nccl) runs an nccl-tests command with C(NCCL_DEBUG=INFO) and parses which transport each channel used;
     the command missing on the node is a result (RV(nccl) has C(status=absent)), not a failure.
   - Commands are argument lists with timeouts; no action can hang the play.
@@ -35,7 +38,7 @@ attributes:
   check_mode:
     support: partial
     details:
-      - V(probe) reads in check mode as outside it (the CRI container is not started).
+      - V(probe) and V(counters) read in check mode as outside it (the CRI container is not started).
       - V(server), V(client), V(stop) and V(nccl) run traffic or processes; in check mode they run nothing and say
         so (RV(skipped)).
   diff_mode:
@@ -43,15 +46,15 @@ attributes:
   idempotent:
     support: none
     details:
-      - V(probe) changes nothing. V(server) starts processes each time; V(stop) ends them.
+      - V(probe) and V(counters) change nothing. V(server) starts processes each time; V(stop) ends them.
 options:
   action:
     description: What to do (see the description).
     type: str
     required: true
-    choices: [probe, server, client, stop, nccl]
+    choices: [probe, counters, server, client, stop, nccl]
   devices:
-    description: For V(probe), the RDMA device ports to read.
+    description: For V(probe) and V(counters), the RDMA device ports to read.
     type: list
     elements: dict
     default: []
@@ -273,6 +276,15 @@ nccl:
   description: For V(nccl), C(status) (V(ran), V(absent), V(timed_out)), C(rc), C(output) (the tail) and C(result).
   returned: always
   type: dict
+counters:
+  description:
+    - For V(counters), C(time) (epoch seconds of the reading) and per port of O(devices) C(device), C(port),
+      C(counters) (each C(hw_counters) file but C(lifespan), a number or its text; V(null) without the directory)
+      and C(problems).
+  returned: when O(action=counters)
+  type: dict
+  sample: {"time": 1767225600.125, "ports": [{"device": "mlx5_0", "port": 1, "problems": [],
+           "counters": {"out_of_sequence": 0, "packet_seq_err": 12, "local_ack_timeout_err": 0}}]}
 """
 
 import fcntl
@@ -292,6 +304,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _perftest
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot, check_name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
 
 JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 OUTPUT_TAIL = 8000          # characters of a process's output kept in the result
@@ -830,7 +843,16 @@ def do_nccl(module, params, result):
                             "output": tail(out), "result": _perftest.parse_nccl(out)}
 
 
-ACTIONS = {"probe": do_probe, "server": do_server, "client": do_client, "stop": do_stop, "nccl": do_nccl}
+def do_counters(module, params, result):  # pylint: disable=unused-argument
+    """The ports' hw_counters, one reading (the counters layer's own reader)."""
+    host = HostRoot(params["host_root"])
+    result.extra["counters"] = _counters_observe.read_ports(host, [(d["device"], d["port"]) for d in params["devices"]])
+
+
+ACTIONS = {"probe": do_probe, "counters": do_counters, "server": do_server, "client": do_client, "stop": do_stop,
+           "nccl": do_nccl}
+#: the actions that only read: they run in check mode as outside it
+READ_ONLY = ("probe", "counters")
 
 
 #: upper bounds of the numeric options: a day for anything timed, perftest's own limits for the rest
@@ -844,6 +866,10 @@ _CPUS = re.compile(r"^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?){0,1023
 
 def validate(params):
     """Every option checked before the node is touched; the InputError names the option and the value."""
+    for device in params["devices"]:
+        check_name("devices: device", device["device"], "rdma")
+        if not 0 < device["port"] < 256:
+            raise InputError("devices: port %s of %s is not an RDMA port number" % (device["port"], device["device"]))
     for job in params["jobs"]:
         if not JOB_ID.match(job["id"]) or job["id"] in (".", ".."):
             raise InputError("job id %r: use 1-100 letters, digits, '.', '_' or '-'" % job["id"])
@@ -880,7 +906,7 @@ def run_module(module):
     validate(params)
     result = Result()
     result.extra["skipped"] = False
-    if module.check_mode and params["action"] != "probe":
+    if module.check_mode and params["action"] not in READ_ONLY:
         result.extra["skipped"] = True
         result.extra["msg"] = "check mode: %s runs traffic or processes, nothing ran" % params["action"]
         return result.as_dict()

@@ -16,13 +16,16 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._perftest import expected_busbw, pci_bus_device
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import natural_key
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import catalogue as _counter_names
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters.judge import growth as _growth
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit_report import _table
 
 STATUSES = ("pass", "fail", "skipped")
 # cause kinds, most basic first: the first one found is the row's likely cause
 CAUSES = ("unreachable", "no_facts", "no_rail", "link_down", "perftest_missing", "no_gpudirect", "perftest_no_cuda", "no_gpu",
           "gid_index", "no_address", "rail_unpinned", "mtu_mismatch", "server",
-          "client_timeout", "client", "cuda", "cpu_clock", "no_traffic", "below_line_rate", "cross_numa", "line_rate_unknown", "no_gdrdma",
+          "client_timeout", "client", "cuda", "cpu_clock", "no_traffic", "retransmissions", "congestion", "below_line_rate",
+          "cross_numa", "line_rate_unknown", "no_gdrdma",
           "cri", "nccl_missing")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -364,12 +367,115 @@ def _numa_hint(host, port):
     return None
 
 
-def judge(job, server_run, client_run, dummy_facts, settings):
+# -- the rails' counters around a wave ---------------------------------------------------------------------------
+def counter_readings(entries):
+    """A node's counter readings (rdma_validate__counters: ``[{wave, before, after, msg}]``, each reading rdma_perftest's
+    ``counters``) as ``{wave: {"before": {(device, port): counters}, "after": {...}, "why": text or None}}``."""
+    out = {}
+    for entry in entries or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("wave"), int):
+            continue
+        found = {"before": {}, "after": {}, "why": entry.get("msg")}
+        for when in ("before", "after"):
+            for port in ((entry.get(when) or {}).get("ports") or []):
+                found[when][(port.get("device"), port.get("port"))] = port.get("counters")
+        out[entry["wave"]] = found
+    return out
+
+
+def _counter_end(role, end, wave, readings):
+    """One end of a job: what its rail's counters did during the job's wave."""
+    rail = end.get("rail") or {}
+    key = (rail.get("device"), rail.get("port"))
+    item = {"role": role, "host": end["host"], "device": key[0], "port": key[1], "read": False}
+    taken = (readings.get(end["host"]) or {}).get(wave)
+    if taken is None:
+        item["why"] = "no reading around the test"
+        return item
+    before, after = taken["before"].get(key), taken["after"].get(key)
+    if before is None or after is None:
+        item["why"] = taken.get("why") or ("the port has no hw_counters" if key in taken["after"] else "not read")
+        return item
+    found = _growth(before, after)
+    item.update(read=True, deltas=found["deltas"], reset=found["reset"])
+    return item
+
+
+def job_counters(job, readings, jobs=()):
+    """``{"client": end, "server": end, "shared": [job ids]}`` for a job that ran: each end's rail counters over the
+    job's wave (``readings``: ``{host: counter_readings()}``); ``shared`` names the other jobs of the wave that used
+    one of the two rails (in a ring a node is a client and a server at once: the counts are the rail's, not the job's
+    alone).  None for a job that did not run."""
+    if job.get("blocked") or job.get("wave") is None:
+        return None
+    ends = dict((role, _counter_end(role, job["ends"][role], job["wave"], readings)) for role in ("client", "server"))
+    mine = set((e["host"], e["device"], e["port"]) for e in ends.values())
+    shared = []
+    for other in jobs:
+        if other is job or other.get("id") == job.get("id") or other.get("blocked") or other.get("wave") != job["wave"]:
+            continue
+        rails = set((other["ends"][role]["host"], (other["ends"][role].get("rail") or {}).get("device"),
+                     (other["ends"][role].get("rail") or {}).get("port")) for role in ("client", "server"))
+        if rails & mine:
+            shared.append(other["id"])
+    return {"client": ends["client"], "server": ends["server"], "shared": sorted(shared)}
+
+
+def _grew(end, names):
+    return [(name, end["deltas"][name]) for name in names if name in (end.get("deltas") or {})]
+
+
+def _end_text(end, names):
+    return "%s %s/%s (%s) %s" % (end["host"], end["device"], end["port"], end["role"], ", ".join(
+        "%s +%d" % item for item in _grew(end, names)))
+
+
+def _counter_verdict(counters, failed_on_traffic):
+    """``(causes, notes)`` from the rails' counters over the test: retransmissions (and connections that gave up) or
+    congestion notifications that grew name a cause of a row that failed on traffic; counters that did not grow
+    say so."""
+    if not counters:
+        return [], []
+    ends = [counters["client"], counters["server"]]
+    causes, notes = [], []
+    lost = _counter_names.RETRANSMISSION + _counter_names.ERRORS
+    for end in ends:
+        if not end["read"]:
+            notes.append("%s %s/%s: retransmission counters not read (%s)" % (end["host"], end["device"], end["port"],
+                                                                             end.get("why")))
+        elif end.get("reset"):
+            notes.append("%s %s/%s: %s went back during the test (driver reload or reset), counted from 0" % (
+                end["host"], end["device"], end["port"], ", ".join(end["reset"])))
+    retransmitted = [end for end in ends if end["read"] and _grew(end, lost)]
+    congested = [end for end in ends if end["read"] and _grew(end, _counter_names.CONGESTION)]
+    shared = (" (the counts are the rails', which %s also used in this wave)" % ", ".join(counters["shared"])
+              if counters.get("shared") else "")
+    if retransmitted:
+        text = "retransmissions during the test: %s%s" % ("; ".join(_end_text(end, lost) for end in retransmitted), shared)
+        if failed_on_traffic:
+            causes.append(("retransmissions", text))
+        else:
+            notes.append(text + ", although the row reached the line")
+    if congested:
+        text = "congestion notifications during the test (ECN/DCQCN slowed the sender): %s%s" % (
+            "; ".join(_end_text(end, _counter_names.CONGESTION) for end in congested), shared)
+        if failed_on_traffic:
+            causes.append(("congestion", text))
+        else:
+            notes.append(text)
+    if failed_on_traffic and not retransmitted and not congested and all(end["read"] for end in ends):
+        notes.append("the retransmission and congestion counters did not grow during the test (%s): no packet was "
+                     "lost or marked on this path, look elsewhere" % ", ".join(
+                         "%s %s/%s" % (end["host"], end["device"], end["port"]) for end in ends))
+    return causes, notes
+
+
+def judge(job, server_run, client_run, counters, settings):
     """The report row of one pair x rail.
 
     ``server_run``: the server's start entry (listening/exited/not_started) merged with its stop entry;
-    ``client_run``: the client's entry; ``dummy_facts``: unused (the ends' probed ports carry what is judged);
-    ``settings``: ``min_pct``,
+    ``client_run``: the client's entry; ``counters``: :func:`job_counters` (the rails' hw_counters over the job's
+    wave), or None when they were not read; ``settings``: ``min_pct``,
     ``min_gbps`` (overrides the percentage when set), ``start_timeout``, ``timeout``, ``check_mode``.
     """
     cli, srv = job["ends"]["client"], job["ends"]["server"]
@@ -452,9 +558,16 @@ def judge(job, server_run, client_run, dummy_facts, settings):
                     _gbps(row["gbps"]), _gbps(row["threshold_gbps"]),
                     "rdma_validate_min_gbps" if settings.get("min_gbps") is not None
                     else "%s %% of %s Gb/s" % (settings.get("min_pct", 90), line_rate))))
-    if any(k in ("below_line_rate", "no_traffic", "client", "client_timeout") for k, dummy in causes):
+    failed_on_traffic = any(k in ("below_line_rate", "no_traffic", "client", "client_timeout") for k, dummy in causes)
+    if counters:
+        row["counters"] = dict((role, dict((k, v) for k, v in counters[role].items() if k != "role"))
+                               for role in ("client", "server"))
+        row["counters"]["shared"] = counters.get("shared") or []
+    counted, counter_notes = _counter_verdict(counters, failed_on_traffic)
+    notes.extend(counter_notes)
+    if failed_on_traffic:
         # the usual suspects of a slow or failing link
-        causes.extend(suspects)
+        causes.extend(suspects + counted)
         if any(k == "below_line_rate" for k, dummy in causes):
             causes.extend(("cross_numa", n) for n in notes if "cross-NUMA" in n)
     else:

@@ -100,3 +100,28 @@ def test_report_reads_the_client_results_of_every_wave():
                                               "output": "", "result": {"avg_gbps": 95.1, "errors": []}}]
     rep = f.rdma_validate_report(the_plan, ["good1", "good2"], hv, {"min_pct": 90})
     assert rep["pairs"][0]["status"] == "pass" and rep["pairs"][0]["gbps"] == 95.1
+
+
+def test_report_reads_each_waves_counter_readings():
+    """The counters registered around each wave (clients.yml) reach the row: grown ones name the cause."""
+    hv = hostvars()
+    the_plan = f.rdma_validate_plan([["good1", "good2"]], hv)
+    job_id = the_plan["jobs"][0]["id"]
+    hv["good2"]["rdma_validate__server"] = {"changed": True, "jobs": [{"id": job_id, "status": "listening"}]}
+    hv["good1"]["rdma_validate__clients"] = [{"id": job_id, "rc": 0, "timed_out": False, "seconds": 5.2,
+                                              "output": "", "result": {"avg_gbps": 40.0, "errors": []}}]
+
+    def taken(packet_seq_err):
+        return {"time": 1.0, "ports": [{"device": "mlx5_0", "port": 1, "problems": [],
+                                        "counters": {"packet_seq_err": packet_seq_err, "out_of_sequence": 0}},
+                                       {"device": "mlx5_1", "port": 1, "problems": [], "counters": None}]}
+    hv["good1"]["rdma_validate__counters"] = [{"wave": 0, "before": taken(3), "after": taken(953), "msg": None}]
+    hv["good2"]["rdma_validate__counters"] = [{"wave": 0, "before": taken(0), "after": taken(0), "msg": None}]
+    rep = f.rdma_validate_report(the_plan, ["good1", "good2"], hv, {"min_pct": 90})
+    row = rep["pairs"][0]
+    assert row["status"] == "fail" and row["causes"][0]["kind"] == "retransmissions"
+    assert row["cause"] == "retransmissions during the test: good1 mlx5_0/1 (client) packet_seq_err +950"
+    assert rep["summary"]["causes"] == ["retransmissions"]
+    # switched off: neither read nor judged
+    rep = f.rdma_validate_report(the_plan, ["good1", "good2"], hv, {"min_pct": 90, "counters": False})
+    assert [c["kind"] for c in rep["pairs"][0]["causes"]][0] == "below_line_rate" and "counters" not in rep["pairs"][0]

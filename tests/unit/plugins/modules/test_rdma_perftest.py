@@ -341,3 +341,18 @@ def test_every_option_is_checked_before_the_node_is_touched(monkeypatch, tmp_pat
     result = run(monkeypatch, expect=ModuleFail, **args)
     assert option in result["msg"], result["msg"]
     assert not (tmp_path / "run").exists()
+
+
+def test_counters_reads_the_ports_hw_counters_also_in_check_mode(monkeypatch, sysfs):
+    hw = sysfs / "sys/class/infiniband/rxeva/ports/1/hw_counters"
+    hw.mkdir()
+    (hw / "packet_seq_err").write_text("12\n")
+    (hw / "lifespan").write_text("10\n")
+    for check in (False, True):
+        result = run(monkeypatch, check=check, action="counters", host_root=str(sysfs),
+                     devices=[{"device": "rxeva"}, {"device": "rxe9", "port": 2}])
+        assert result["changed"] is False and result["skipped"] is False
+        assert [(p["device"], p["port"], p["counters"]) for p in result["counters"]["ports"]] == [
+            ("rxeva", 1, {"packet_seq_err": 12}), ("rxe9", 2, None)]
+    bad = run(monkeypatch, action="counters", host_root=str(sysfs), devices=[{"device": "../x"}], expect=ModuleFail)
+    assert "not a valid RDMA device name" in bad["msg"]

@@ -406,3 +406,107 @@ def test_nccl_bus_bandwidth_is_judged_per_link_type():
     assert v.nccl_threshold(roce, 4, {"nccl_min_busbw": 3})[0] == 3.0
     unjudged = v.node_rows("a", roce, nccl_ran(None), True, 4, {})[1]
     assert unjudged["status"] == "pass" and "not judged" in unjudged["detail"]["notes"][0]
+
+
+# -- the rails' counters around a wave (issue 22.5) ------------------------------------------------------------------
+def reading(**ports):
+    """rdma_perftest's counters result: ``reading(mlx5_0={...})``."""
+    return {"time": 1.0, "ports": [{"device": dev, "port": 1, "counters": values, "problems": []}
+                                   for dev, values in ports.items()]}
+
+
+def quiet():
+    return {"packet_seq_err": 5, "local_ack_timeout_err": 1, "out_of_sequence": 7, "duplicate_request": 0,
+            "np_cnp_sent": 0, "rp_cnp_handled": 0, "req_transport_retries_exceeded": 0, "rx_write_requests": 10}
+
+
+def readings(client_after=None, server_after=None, wave=0):
+    client_after = dict(quiet(), **(client_after or {}))
+    server_after = dict(quiet(), **(server_after or {}))
+    return {"a": v.counter_readings([{"wave": wave, "before": reading(mlx5_0=quiet()),
+                                      "after": reading(mlx5_0=client_after), "msg": None}]),
+            "b": v.counter_readings([{"wave": wave, "before": reading(mlx5_0=quiet()),
+                                      "after": reading(mlx5_0=server_after), "msg": None}])}
+
+
+def test_counter_readings_and_job_counters():
+    the_plan, job = one_job(probe(port()), probe(port()))
+    taken = readings({"packet_seq_err": 905}, {"out_of_sequence": 907})
+    assert taken["a"][0]["before"][("mlx5_0", 1)]["packet_seq_err"] == 5
+    found = v.job_counters(job, taken, the_plan["jobs"])
+    assert found["client"] == {"role": "client", "host": "a", "device": "mlx5_0", "port": 1, "read": True,
+                               "deltas": {"packet_seq_err": 900}, "reset": []}
+    assert found["server"]["deltas"] == {"out_of_sequence": 900} and found["shared"] == []
+    # no reading of the wave, a port without hw_counters, a failed read
+    assert v.job_counters(job, {}, the_plan["jobs"])["client"] == {
+        "role": "client", "host": "a", "device": "mlx5_0", "port": 1, "read": False, "why": "no reading around the test"}
+    bare = {"a": v.counter_readings([{"wave": 0, "before": reading(mlx5_0=None), "after": reading(mlx5_0=None)}])}
+    assert v.job_counters(job, bare)["client"]["why"] == "the port has no hw_counters"
+    failed = {"a": v.counter_readings([{"wave": 0, "before": None, "after": None, "msg": "MODULE FAILURE"}])}
+    assert v.job_counters(job, failed)["client"]["why"] == "MODULE FAILURE"
+    # a job that did not run has none
+    blocked = one_job(probe(port(state="DOWN")), probe(port()))[1]
+    assert v.job_counters(blocked, taken) is None
+
+
+def test_a_ring_shares_each_rail_between_two_jobs_of_a_wave():
+    the_plan = v.plan(v.ring_pairs(["a", "b", "c"]), {h: v.parse_rails(["mlx5_0"]) for h in "abc"},
+                      {h: probe(port()) for h in "abc"})
+    first = the_plan["jobs"][0]
+    assert v.job_counters(first, {}, the_plan["jobs"])["shared"] == ["b--c--r0", "c--a--r0"]
+
+
+def test_slow_rail_whose_counters_grew_names_retransmissions_as_the_cause():
+    the_plan, job = one_job(probe(port(rate_gbps=400.0)), probe(port(rate_gbps=400.0)))
+    counters = v.job_counters(job, readings({"packet_seq_err": 1805, "local_ack_timeout_err": 201},
+                                            {"out_of_sequence": 1807, "duplicate_request": 200}), the_plan["jobs"])
+    row = v.judge(job, {"status": "listening"}, ran(232.8), counters, SETTINGS)
+    assert row["status"] == "fail" and [c["kind"] for c in row["causes"]] == ["retransmissions", "below_line_rate"]
+    assert row["cause"] == ("retransmissions during the test: a mlx5_0/1 (client) packet_seq_err +1800, "
+                            "local_ack_timeout_err +200; b mlx5_0/1 (server) out_of_sequence +1800, "
+                            "duplicate_request +200")
+    assert row["counters"]["client"]["deltas"] == {"packet_seq_err": 1800, "local_ack_timeout_err": 200}
+    assert row["counters"]["shared"] == []
+    md = v.markdown(v.report([row], [], SETTINGS))
+    assert "retransmissions during the test: a mlx5_0/1 (client) packet_seq_err +1800" in md
+
+
+def test_slow_rail_whose_counters_did_not_grow_says_so():
+    the_plan, job = one_job(probe(port(rate_gbps=400.0)), probe(port(rate_gbps=400.0)))
+    row = v.judge(job, {"status": "listening"}, ran(200.0), v.job_counters(job, readings(), the_plan["jobs"]), SETTINGS)
+    assert [c["kind"] for c in row["causes"]] == ["below_line_rate"]
+    assert row["notes"] == ["the retransmission and congestion counters did not grow during the test (a mlx5_0/1, "
+                            "b mlx5_0/1): no packet was lost or marked on this path, look elsewhere"]
+    # counters that could not be read are said so, and nothing is concluded from them
+    row = v.judge(job, {"status": "listening"}, ran(200.0), v.job_counters(job, {}, the_plan["jobs"]), SETTINGS)
+    assert [c["kind"] for c in row["causes"]] == ["below_line_rate"]
+    assert row["notes"] == ["a mlx5_0/1: retransmission counters not read (no reading around the test)",
+                            "b mlx5_0/1: retransmission counters not read (no reading around the test)"]
+
+
+def test_congestion_and_connections_that_gave_up():
+    the_plan, job = one_job(probe(port()), probe(port()))
+    counters = v.job_counters(job, readings({"rp_cnp_handled": 500}, {"np_cnp_sent": 500}), the_plan["jobs"])
+    row = v.judge(job, {"status": "listening"}, ran(120.0), counters, SETTINGS)
+    assert [c["kind"] for c in row["causes"]] == ["congestion", "below_line_rate"]
+    assert "a mlx5_0/1 (client) rp_cnp_handled +500; b mlx5_0/1 (server) np_cnp_sent +500" in row["cause"]
+    # the client failed (transport retry counter exceeded): its counters say why
+    counters = v.job_counters(job, readings({"req_transport_retries_exceeded": 1, "local_ack_timeout_err": 8}),
+                              the_plan["jobs"])
+    row = v.judge(job, {"status": "listening"}, {"rc": 1, "timed_out": False, "seconds": 9, "output": "",
+                                                 "result": {"avg_gbps": None, "errors": [
+                                                     "Completion with error at client"]}}, counters, SETTINGS)
+    assert [c["kind"] for c in row["causes"]] == ["client", "retransmissions"]
+    assert "local_ack_timeout_err +7, req_transport_retries_exceeded +1" in row["causes"][1]["text"]
+
+
+def test_a_passing_rail_that_retransmitted_gets_a_note_and_a_reset_is_named():
+    the_plan, job = one_job(probe(port()), probe(port()))
+    counters = v.job_counters(job, readings({"packet_seq_err": 25}), the_plan["jobs"])
+    row = v.judge(job, {"status": "listening"}, ran(195.0), counters, SETTINGS)
+    assert row["status"] == "pass" and row["notes"] == [
+        "retransmissions during the test: a mlx5_0/1 (client) packet_seq_err +20, although the row reached the line"]
+    counters = v.job_counters(job, readings({"packet_seq_err": 2}), the_plan["jobs"])
+    row = v.judge(job, {"status": "listening"}, ran(100.0), counters, SETTINGS)
+    assert row["cause"].startswith("retransmissions during the test: a mlx5_0/1 (client) packet_seq_err +2")
+    assert "a mlx5_0/1: packet_seq_err went back during the test (driver reload or reset), counted from 0" in row["notes"]
