@@ -149,7 +149,7 @@ def _string_map(value, what):
     return dict(value)
 
 
-def daemonset(image, namespace="rdma-k8s-node", interval=900, textfile_dir=DEFAULT_TEXTFILE_DIR,
+def daemonset(image, namespace="rdma-k8s-node", name=APP, interval=900, textfile_dir=DEFAULT_TEXTFILE_DIR,
               textfile_name=DEFAULT_TEXTFILE_NAME, node_selector=None, tolerations=None, mode="desired", layers=None,
               desired=None, publish_labels=False, create_namespace=True, resources=None, image_pull_policy="IfNotPresent",
               priority_class_name=None):
@@ -166,6 +166,8 @@ def daemonset(image, namespace="rdma-k8s-node", interval=900, textfile_dir=DEFAU
              "image must be the execution environment image reference (no spaces), got %r" % (image,))
     _require(isinstance(namespace, str) and _DNS_LABEL.match(namespace),
              "namespace must be a DNS-1123 label (lower case letters, digits, '-'), got %r" % (namespace,))
+    _require(isinstance(name, str) and _DNS_LABEL.match(name),
+             "name must be a DNS-1123 label (lower case letters, digits, '-'), got %r" % (name,))
     _require(isinstance(interval, int) and not isinstance(interval, bool) and interval >= 60,
              "interval must be a whole number of seconds, 60 or more, got %r" % (interval,))
     _require(isinstance(textfile_dir, str) and textfile_dir.startswith("/") and textfile_dir.rstrip("/"),
@@ -194,7 +196,7 @@ def daemonset(image, namespace="rdma-k8s-node", interval=900, textfile_dir=DEFAU
                                              and _DNS_SUBDOMAIN.match(priority_class_name)),
              "priority_class_name must be a PriorityClass name, got %r" % (priority_class_name,))
 
-    labels = {"app.kubernetes.io/name": APP, "app.kubernetes.io/part-of": "rdma.k8s_node"}
+    labels = {"app.kubernetes.io/name": APP, "app.kubernetes.io/instance": name, "app.kubernetes.io/part-of": "rdma.k8s_node"}
     options = dict((k, v) for k, v in sorted(desired.items()) if k in DESIRED_VARS)
     options.update({
         "rdma_audit_mode": mode,
@@ -209,22 +211,22 @@ def daemonset(image, namespace="rdma-k8s-node", interval=900, textfile_dir=DEFAU
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(labels)}})
     objects.append({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": APP, "namespace": namespace, "labels": dict(labels)},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         # the options file of playbooks/audit_node.yml (its extra vars)
         "data": {"audit-node.yml": yaml.safe_dump(options, default_flow_style=False, sort_keys=True)},
     })
     if publish_labels:
         objects += [
             {"apiVersion": "v1", "kind": "ServiceAccount",
-             "metadata": {"name": APP, "namespace": namespace, "labels": dict(labels)}},
+             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)}},
             # kubectl label reads the node, then patches it
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-             "metadata": {"name": APP, "labels": dict(labels)},
+             "metadata": {"name": name, "labels": dict(labels)},
              "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-             "metadata": {"name": APP, "labels": dict(labels)},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": APP},
-             "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}]},
+             "metadata": {"name": name, "labels": dict(labels)},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
         ]
     container = {
         "name": "audit",
@@ -260,20 +262,20 @@ def daemonset(image, namespace="rdma-k8s-node", interval=900, textfile_dir=DEFAU
         "volumes": [
             {"name": "host", "hostPath": {"path": "/", "type": "Directory"}},
             {"name": "textfile", "hostPath": {"path": textfile_dir.rstrip("/"), "type": "DirectoryOrCreate"}},
-            {"name": "config", "configMap": {"name": APP}},
+            {"name": "config", "configMap": {"name": name}},
             {"name": "home", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {}},
         ],
     }
     if publish_labels:
-        pod["serviceAccountName"] = APP
+        pod["serviceAccountName"] = name
     if priority_class_name:
         pod["priorityClassName"] = priority_class_name
     objects.append({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": APP, "namespace": namespace, "labels": dict(labels)},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": APP}},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": APP, "app.kubernetes.io/instance": name}},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
         },

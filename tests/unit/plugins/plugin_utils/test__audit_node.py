@@ -241,6 +241,21 @@ def test_daemonset_pod_sees_the_host_read_only_and_writes_the_textfile(schema):
     assert env["RDMA_AUDIT_INTERVAL"]["value"] == "900"
 
 
+def test_two_daemonsets_for_two_node_groups_do_not_collide(schema):
+    infiniband = N.daemonset("ee:1", name="rdma-audit-ib", node_selector={"example.com/fabric": "ib"},
+                             publish_labels=True, desired={"rdma_netns_mode": "exclusive"})
+    roce = N.daemonset("ee:1", name="rdma-audit-roce", node_selector={"example.com/fabric": "roce"},
+                       publish_labels=True, create_namespace=False)
+    names = [(o["kind"], o["metadata"]["name"]) for o in infiniband + roce if o["kind"] != "Namespace"]
+    assert len(names) == len(set(names)) == 10
+    assert all(schema.errors(o) == [] for o in infiniband + roce)
+    ib_pods, roce_pods = _by_kind(infiniband)["DaemonSet"], _by_kind(roce)["DaemonSet"]
+    # neither DaemonSet selects the other's pods
+    assert not ib_pods["spec"]["selector"]["matchLabels"].items() <= roce_pods["spec"]["template"]["metadata"]["labels"].items()
+    assert ib_pods["spec"]["template"]["spec"]["volumes"][2] == {"name": "config", "configMap": {"name": "rdma-audit-ib"}}
+    assert _by_kind(roce)["ClusterRoleBinding"]["subjects"][0]["name"] == "rdma-audit-roce"
+
+
 def test_a_misspelt_field_fails_the_schema(schema):
     """The validation can fail: an unknown field, a wrong type, a kind this Kubernetes does not have."""
     daemonset = N.daemonset("ee:1")[-1]
@@ -256,6 +271,7 @@ def test_a_misspelt_field_fails_the_schema(schema):
     ({"image": ""}, "image must be"),
     ({"image": "a b"}, "image must be"),
     ({"namespace": "Bad_NS"}, "namespace must be a DNS-1123 label"),
+    ({"name": "x" * 64}, "name must be a DNS-1123 label"),
     ({"interval": 30}, "interval must be"),
     ({"interval": "900"}, "interval must be"),
     ({"textfile_dir": "relative"}, "textfile_dir must be"),
