@@ -287,4 +287,3 @@ def desired_of(hostvars):
     """The desired-state variables a host sets (from its ``hostvars``), for :func:`daemonset`'s ``desired``."""
     _require(isinstance(hostvars, Mapping), "expected a host's variables (hostvars[host]), got %r" % (type(hostvars),))
     return dict((name, hostvars[name]) for name in DESIRED_VARS if name in hostvars)
-

@@ -351,8 +351,8 @@ def test_daemonset_playbook_writes_a_valid_manifest_with_an_inventory_hosts_desi
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:]
     objects = list(yaml.safe_load_all((tmp_path / "ds.yaml").read_text()))
-    assert [o["kind"] for o in objects] == ["Namespace", "ConfigMap", "ServiceAccount", "ClusterRole",
-                                           "ClusterRoleBinding", "DaemonSet"]
+    assert [o["kind"] for o in objects] == [
+        "Namespace", "ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"]
     assert all(schema.errors(o) == [] for o in objects)
     options = yaml.safe_load(_by_kind(objects)["ConfigMap"]["data"]["audit-node.yml"])
     assert options["rdma_netns_mode"] == "exclusive" and options["rdma_audit_expected_gpus"] == 8
