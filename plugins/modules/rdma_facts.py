@@ -446,9 +446,8 @@ ansible_facts:
               node, or V(null)). See docs/pcie.md.
             - C(counters) - C(ports) (every port of every RDMA device that is not a VF - C(device), C(port),
               C(link_layer), C(counters) (each C(hw_counters) file but C(lifespan), a number or its text; V(null)
-              without the directory), C(previous) (the first of two readings, or V(null)), C(problems)), C(time) (epoch
-              seconds of the last reading) and C(interval) (seconds between the two readings, or V(null)). See
-              docs/counters.md.
+              without the directory), C(previous) (the first of two readings, or V(null)), C(problems)) and
+              C(interval) (seconds between the two readings, or V(null)). See docs/counters.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,
