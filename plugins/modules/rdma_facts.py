@@ -444,6 +444,10 @@ ansible_facts:
               C(devctl) (the Device Control register) and C(cap) (the PCI Express capability's offset), or C(error);
               C(unit) (the boot unit - C(path), C(exists), C(values) per function, C(text)); C(setpci) (its path on the
               node, or V(null)). See docs/pcie.md.
+            - C(firmware) - C(tool) (the C(mlxconfig) or C(mstconfig) found, and its firmware reset tool) and per RDMA
+              NIC card (PCI slot) its first function (C(device)), C(functions) (RDMA devices, netdevs, link layers,
+              PCI vendor), C(device_type) and C(params) (each parameter's Default, Current and Next Boot as the query
+              prints them), or C(error). See docs/firmware.md.
             - C(counters) - C(ports) (every port of every RDMA device that is not a VF - C(device), C(port),
               C(link_layer), C(counters) (each C(hw_counters) file but C(lifespan), a number or its text; V(null)
               without the directory), C(previous) (the first of two readings, or V(null)), C(problems)) and
@@ -474,14 +478,15 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _regis
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
 
 
-def layer_facts(host, problems, options=None):
-    """``{layer: facts}`` of the layers built as rooms (each brings its observer; see the layer registry); ``options``
-    are keyword arguments per layer (``{"counters": {"interval": 10}}``)."""
+def layer_facts(host, problems, commands=None, options=None):
+    """``{layer: facts}`` of the layers built as rooms (each brings its observer; see the layer registry); an observer
+    that runs node tools (``runs_tools``: firmware's mlxconfig) also gets ``commands``; ``options`` are keyword
+    arguments per layer (``{"counters": {"interval": 10}}``)."""
     out = {}
     for layer in _registry.rooms():
         kwargs = (options or {}).get(layer.name) or {}
         try:
-            out[layer.name] = layer.observe(host, **kwargs)
+            out[layer.name] = layer.observe(host, commands, **kwargs) if layer.runs_tools else layer.observe(host, **kwargs)
         except RdmaNodeError as exc:
             out[layer.name] = None
             problems.append({"path": "layers.%s" % layer.name, "error": exc.msg})
@@ -504,7 +509,7 @@ def main():
         facts["runtime"] = runtime_facts(host, commands)
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
-        facts["layers"] = layer_facts(host, facts["problems"], {"counters": {"interval": interval}})
+        facts["layers"] = layer_facts(host, facts["problems"], commands, {"counters": {"interval": interval}})
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

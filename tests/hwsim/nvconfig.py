@@ -19,8 +19,8 @@ Sources (tests/fixtures/realworld/INDEX.md rows `mlxconfig/*` and `tool-output/m
 
 Each model lists a subset of the parameters the real firmware has (a real query lists 150-300); a name outside its
 subset is refused as the real tool refuses a parameter the device does not have.  [inference] ConnectX-6 (VPI) gets
-the ConnectX-7 subset without DPA_AUTHENTICATION; ATS_ENABLED on ConnectX-6 Dx follows NVIDIA's GPUDirect guidance
-for ConnectX-6 Dx and later, not a captured output.
+the ConnectX-7 subset without DPA_AUTHENTICATION; ATS_ENABLED on ConnectX-6 Dx and ConnectX-6 is not from a captured
+output (NVIDIA's nic-configuration-operator sets ATS_ENABLED=0 on any card it manages for GPUDirect).
 
 Values are kept as Python values: bool for BOOL, int for unsigned, the enum's name for ENUM (``"IB"``), which is what
 `Card.link_layer()` and `Card.totalvfs` read.

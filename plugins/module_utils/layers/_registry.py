@@ -26,6 +26,7 @@ from collections import namedtuple
 # Only the observers are imported here: rdma_facts (on the node) ships what this module imports, and the judgements
 # run on the controller, which imports them by name when the audit first asks (``Layer.judge``).
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import observe as _firmware_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 
@@ -43,7 +44,8 @@ _Layer = namedtuple("Layer", (
     "observe",         # host -> its facts, which rdma_facts returns as ansible_facts.rdma.layers.<name>
     "judge_ref",       # "<room module>:<function>": (its facts, desired or None) -> the audit's checks of the layer
     "inventory_judge_ref",  # "<room module>:<function>": ({host: its facts or None}) -> {host: [checks]} (None: none)
-), defaults=(None, None, None))
+    "runs_tools",      # its observer runs node tools: rdma_facts calls observe(host, commands) (mlxconfig)
+), defaults=(None, None, None, False))
 
 
 def _resolve(ref):
@@ -82,6 +84,10 @@ LAYERS = (
     Layer("sysctl", "ARP and reverse-path sysctls of the RDMA netdevs", ("rdma_sysctl",),
           ("rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file"),
           (), ("sysctl", "persisted", "devices"), "docs/kernel.md#arp-and-reverse-path-filtering-sysctl_dropin-role-rdma_sysctl"),
+    Layer("firmware", "ConnectX firmware (NVCONFIG) parameters of the RDMA NICs", ("nic_firmware",),
+          ("nic_firmware_nics",),
+          (), ("layers",), "docs/firmware.md", observe=_firmware_observe.facts, judge_ref="firmware.judge:judge",
+          inventory_judge_ref="firmware.judge:inventory_judge", runs_tools=True),
     Layer("pcie", "PCIe Max_Read_Request_Size of the RDMA NICs", ("pcie_tuning",),
           ("pcie_tuning_max_read_request", "pcie_tuning_devices", "pcie_tuning_boot_unit"),
           (), ("layers",), "docs/pcie.md", observe=_pcie_observe.facts, judge_ref="pcie.judge:judge"),
