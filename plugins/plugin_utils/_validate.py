@@ -441,8 +441,8 @@ def _counter_verdict(counters, failed_on_traffic):
     lost = _counter_names.RETRANSMISSION + _counter_names.ERRORS
     for end in ends:
         if not end["read"]:
-            notes.append("%s %s/%s: retransmission counters not read (%s)" % (end["host"], end["device"], end["port"],
-                                                                             end.get("why")))
+            notes.append("%s %s/%s: retransmission counters not read (%s)" % (
+                end["host"], end["device"], end["port"], end.get("why")))
         elif end.get("reset"):
             notes.append("%s %s/%s: %s went back during the test (driver reload or reset), counted from 0" % (
                 end["host"], end["device"], end["port"], ", ".join(end["reset"])))

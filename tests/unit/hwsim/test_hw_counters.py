@@ -206,10 +206,10 @@ def test_ib_write_bw_shim_between_two_mounted_nodes(tmp_path):
         row = [line for line in client.stdout.splitlines() if line.strip().startswith("65536")][0].split()
         assert float(row[3]) == pytest.approx(400 * 0.97 * 0.6, abs=0.01)
         time.sleep(0.2)
-        on_client = dict((n, int((cli.root / (HW % "mlx5_0") / n).read_text())) for n in ("packet_seq_err",
-                                                                                           "local_ack_timeout_err"))
-        on_server = dict((n, int((srv.root / (HW % "mlx5_0") / n).read_text())) for n in ("out_of_sequence",
-                                                                                           "duplicate_request"))
+        on_client = dict((n, int((cli.root / (HW % "mlx5_0") / n).read_text()))
+                         for n in ("packet_seq_err", "local_ack_timeout_err"))
+        on_server = dict((n, int((srv.root / (HW % "mlx5_0") / n).read_text()))
+                         for n in ("out_of_sequence", "duplicate_request"))
         assert on_client == {"packet_seq_err": 1800, "local_ack_timeout_err": 200}
         assert on_server == {"out_of_sequence": 1800, "duplicate_request": 200}
         failed = subprocess.run(*_shim(cli, "-d", "mlx5_7", "-p", str(port), "127.0.0.1")[:1],

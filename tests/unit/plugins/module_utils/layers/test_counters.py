@@ -157,8 +157,8 @@ def test_a_counter_that_went_back_is_counted_from_zero():
 
 
 def test_growth_with_unread_and_absent_counters():
-    found = judge.growth({"packet_seq_err": 1, "out_of_sequence": "N/A"}, {"packet_seq_err": 3, "out_of_sequence": 5,
-                                                                            "rx_write_requests": 99})
+    found = judge.growth({"packet_seq_err": 1, "out_of_sequence": "N/A"},
+                         {"packet_seq_err": 3, "out_of_sequence": 5, "rx_write_requests": 99})
     assert found == {"deltas": {"packet_seq_err": 2}, "reset": [], "unread": ["out_of_sequence"]}
     assert judge.growth(None, None) == {"deltas": {}, "reset": [], "unread": []}
 
