@@ -43,8 +43,8 @@ def test_models_have_their_own_parameters(make_node):
 
 @pytest.mark.parametrize("name, raw, parsed, shown", [
     ("SRIOV_EN", "1", True, "True(1)"), ("SRIOV_EN", "false", False, "False(0)"), ("LINK_TYPE_P1", "eth", "ETH", "ETH(2)"),
-    ("LINK_TYPE_P1", "1", "IB", "IB(1)"), ("CNP_DSCP_P1", "0x30", 48, "48"), ("ROCE_CONTROL", "roce_disable", "ROCE_DISABLE",
-                                                                               "ROCE_DISABLE(1)"),
+    ("LINK_TYPE_P1", "1", "IB", "IB(1)"), ("CNP_DSCP_P1", "0x30", 48, "48"),
+    ("ROCE_CONTROL", "roce_disable", "ROCE_DISABLE", "ROCE_DISABLE(1)"),
 ])
 def test_values_as_mlxconfig_takes_and_prints_them(name, raw, parsed, shown):
     param = nvconfig.catalogue("connectx-7", 1, True)[name]

@@ -191,8 +191,8 @@ def test_parameters_the_card_does_not_list_arrays_and_conflicts():
 
 def test_max_acc_out_read_stages_advanced_pci_settings_first():
     planned = _plan([{"devices": ["mlx5_0"], "max_acc_out_read": 44}])
-    assert [(s["phase"], sorted(s["params"])) for s in planned["actions"]] == [(1, ["ADVANCED_PCI_SETTINGS"]),
-                                                                              (2, ["MAX_ACC_OUT_READ"])]
+    assert [(s["phase"], sorted(s["params"])) for s in planned["actions"]] == [
+        (1, ["ADVANCED_PCI_SETTINGS"]), (2, ["MAX_ACC_OUT_READ"])]
     assert planned["actions"][1]["params"]["MAX_ACC_OUT_READ"] == {"before": None, "after": "44", "undo": None, "current": None}
     assert sorted(planned["cards"]["0000:18:00"]["pending"]) == ["ADVANCED_PCI_SETTINGS", "ATS_ENABLED", "MAX_ACC_OUT_READ"]
     # ADVANCED_PCI_SETTINGS already set and still no MAX_ACC_OUT_READ: the firmware does not offer it
