@@ -328,4 +328,8 @@ def plan(entries, observed, reset=False, level=3):
             still.append(card["device"])
         out_cards[card_id] = {"device": card["device"], "subject": subject(card), "device_type": card.get("device_type"),
                               "params": report, "pending": pending}
+    tool = observed.get("tool") or {}
+    if resets and not tool.get("reset_path"):
+        problems.append("reset=true needs %s, which is not installed on the node (the staged values would stay pending "
+                        "until a reboot)" % (tool.get("reset") or "mlxfwreset or mstfwreset"))
     return {"cards": out_cards, "actions": sets + resets, "problems": problems, "notes": notes, "reset_required": still}

@@ -160,7 +160,13 @@ def test_a_staged_value_equal_to_current_is_no_longer_pending():
     assert planned["reset_required"] == ["0000:18:00.0"]
     planned = _plan([{"devices": ["mlx5_0"], "cnp_dscp": 48}], reset=True)
     assert planned["actions"] == [{"action": "reset", "target": "0000:18:00.0", "level": 3, "pending": ["ATS_ENABLED"]}]
-    assert planned["reset_required"] == []
+    assert planned["reset_required"] == [] and planned["problems"] == []
+    # asked to reset without the reset tool: refused before anything is staged
+    observed = _observed()
+    observed["tool"]["reset_path"] = None
+    planned = _plan([{"devices": ["mlx5_0"], "cnp_dscp": 26}], observed, reset=True)
+    assert planned["problems"] == ["reset=true needs mlxfwreset, which is not installed on the node (the staged values "
+                                   "would stay pending until a reboot)"]
 
 
 def test_ports_and_link_types():
