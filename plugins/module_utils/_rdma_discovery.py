@@ -192,6 +192,7 @@ class _Discovery:
         self.host = host
         self.commands = commands
         self.pci = {}
+        self._found = None
 
     def pci_at(self, bdf, path):
         known = self.pci.get(bdf)
@@ -199,6 +200,21 @@ class _Discovery:
             known = _Pci(self.reader, bdf, path)
             self.pci[bdf] = known
         return known
+
+    def found(self):
+        """``{devices, gpus, numa_nodes, gpu_nic_affinity}`` of the node, read once per discovery.
+
+        gather() reads them through this; rdma_facts gives the same discovery to the rooms that need them (the
+        health and counters observers), so one rdma_facts run reads these sysfs files once, not three times."""
+        if self._found is None:
+            devices = self.rdma_devices()
+            gpus = self.gpus(skip=set(self.pci))
+            numa = self.numa_nodes()
+            nodes_with_cpu = numa["has_cpu"] if numa["has_cpu"] is not None else numa["online"]
+            single_numa = nodes_with_cpu is not None and len(nodes_with_cpu) == 1
+            self._found = {"devices": devices, "gpus": gpus, "numa_nodes": numa,
+                           "gpu_nic_affinity": self.affinity(gpus, devices, single_numa)}
+        return self._found
 
     # -- RDMA devices ----------------------------------------------------------------------
     def _ports(self, ib_path):
@@ -495,15 +511,19 @@ def parse_rdma_max(text):
     return out
 
 
-def gather(host, commands=None):
+def discover(host, commands=None):
+    """A discovery of the node behind ``host`` to hand to :func:`gather` and then to the rooms' observers that take
+    one (``discovery=``), so they share what it read (:meth:`_Discovery.found`)."""
+    return _Discovery(host, commands)
+
+
+def gather(host, commands=None, discovery=None):
     """All ``ansible_facts.rdma`` facts of the node behind ``host`` (a :class:`HostRoot`), as plain data.
-    ``commands`` (a HostCommands) lets it read the VF admin attributes with ``ip``; without it they are None."""
-    disc = _Discovery(host, commands)
-    devices = disc.rdma_devices()
-    gpus = disc.gpus(skip=set(disc.pci))
-    numa = disc.numa_nodes()
-    nodes_with_cpu = numa["has_cpu"] if numa["has_cpu"] is not None else numa["online"]
-    single_numa = nodes_with_cpu is not None and len(nodes_with_cpu) == 1
+    ``commands`` (a HostCommands) lets it read the VF admin attributes with ``ip``; without it they are None.
+    ``discovery`` (from :func:`discover`, made with the same ``commands``) is used instead of a new one."""
+    disc = discovery if discovery is not None else _Discovery(host, commands)
+    found = disc.found()
+    devices, gpus, numa = found["devices"], found["gpus"], found["numa_nodes"]
     netdevs = []
     for device in devices:
         for ifname in device["netdevs"]:
@@ -513,7 +533,7 @@ def gather(host, commands=None):
     facts = {
         "devices": devices,
         "gpus": gpus,
-        "gpu_nic_affinity": disc.affinity(gpus, devices, single_numa),
+        "gpu_nic_affinity": found["gpu_nic_affinity"],
         "numa_nodes": numa,
         "netns_mode": disc.netns_mode(),
         "kernel_cmdline": disc.kernel_cmdline(),

@@ -470,7 +470,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
+from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import discover, gather
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import runtime_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
@@ -505,11 +505,14 @@ def main():
         interval = _counters_observe.check_interval(module.params["counters_interval"])
         host = HostRoot(module.params["host_root"])
         commands = HostCommands(module, host)
-        facts = gather(host, commands)
+        # one discovery: the health and counters rooms reuse the devices, GPUs and GPU-NIC classes gather() read
+        disc = discover(host, commands)
+        facts = gather(host, commands, disc)
         facts["runtime"] = runtime_facts(host, commands)
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
-        facts["layers"] = layer_facts(host, facts["problems"], commands, {"counters": {"interval": interval}})
+        facts["layers"] = layer_facts(host, facts["problems"], commands,
+                                      {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc}})
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

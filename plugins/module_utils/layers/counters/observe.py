@@ -71,13 +71,16 @@ def check_interval(interval):
     return interval
 
 
-def facts(host, interval=0, sleep=time.sleep):
+def facts(host, interval=0, sleep=time.sleep, discovery=None):
     """``layers.counters``: ``{interval, ports: [{device, port, link_layer, counters, previous, problems}]}``;
     ``previous`` (the first reading) and ``interval`` (the seconds between the two, measured) only when asked for
-    two readings, else None.  No timestamp: the same node gives the same facts (check mode compares them)."""
+    two readings, else None.  No timestamp: the same node gives the same facts (check mode compares them).
+    ``discovery``: rdma_facts' (``_rdma_discovery.discover``), whose RDMA devices this reuses instead of listing
+    them again."""
     interval = check_interval(interval)
     ports = []
-    for device in _Discovery(host).rdma_devices():
+    devices = discovery.found()["devices"] if discovery is not None else _Discovery(host).rdma_devices()
+    for device in devices:
         if device["is_vf"]:
             continue
         for port in device["ports"]:

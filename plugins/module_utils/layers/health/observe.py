@@ -137,14 +137,14 @@ def between(pos_a, pos_b):
     return lca, list(pos_a["bridges"][common:]) + list(pos_b["bridges"][common:])
 
 
-def facts(host):
-    """``layers.health``: ``{gpus, nics, links, paths, bridges, pairs}`` (see the module docstring)."""
-    disc = _Discovery(host)
-    devices = disc.rdma_devices()
-    gpus = disc.gpus(skip=set(disc.pci))
-    numa = disc.numa_nodes()
-    nodes = numa["has_cpu"] if numa["has_cpu"] is not None else numa["online"]
-    matrix = disc.affinity(gpus, devices, nodes is not None and len(nodes) == 1)
+def facts(host, discovery=None):
+    """``layers.health``: ``{gpus, nics, links, paths, bridges, pairs}`` (see the module docstring).
+
+    ``discovery``: the one rdma_facts' gather() used (``_rdma_discovery.discover``), whose devices, GPUs and
+    GPU-NIC classes this reuses instead of reading them again; without it the observer makes its own."""
+    disc = discovery if discovery is not None else _Discovery(host)
+    found = disc.found()
+    devices, gpus, matrix = found["devices"], found["gpus"], found["gpu_nic_affinity"]
     nics, positions = [], {}
     for device in devices:
         if device["is_vf"]:
