@@ -1,0 +1,89 @@
+"""report.json's writer (``_audit_report.json_document``) gives exactly ``json.dumps(indent=2, sort_keys=True,
+separators=(",", ": "), ensure_ascii=False)``: on real audit reports of the simulator's archetypes, on every JSON
+type and odd string, and it leaves what is not plain JSON (other key types, other value types) to the json module,
+errors included.  The Markdown and JUnit cells keep json.dumps' text too."""
+
+import json
+import math
+
+import pytest
+
+import hwsim
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
+from ansible_collections.rdma.k8s_node.plugins.modules.rdma_facts import layer_facts
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report
+
+
+def reference(value):
+    return json.dumps(value, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+
+
+@pytest.fixture(scope="module", name="report")
+def fixture_report(tmp_path_factory):
+    hosts = {}
+    for name in ("dgx-h100-degraded", "roce-cx6dx", "no-rdma"):
+        root = tmp_path_factory.mktemp(name)
+        hwsim.render(name, str(root))
+        host = HostRoot(str(root))
+        facts = gather(host)
+        facts["layers"] = layer_facts(host, facts["problems"])
+        hosts[name] = {"facts": json.loads(json.dumps(facts)), "desired": None, "layers": None, "error": None}
+    hosts["down"] = {"facts": None, "desired": None, "layers": None, "error": "unreachable: ssh: no route"}
+    return _audit.audit(hosts, generated="2026-12-01T00:00:00Z")
+
+
+def test_real_reports_are_written_as_json_dumps_writes_them(report):
+    text = _audit_report.json_document(report)
+    assert text == reference(report)
+    assert json.loads(text) == report and report["hosts"]["dgx-h100-degraded"]["checks"]
+
+
+ODD = [
+    {},
+    [],
+    "",
+    None,
+    {"b": [1, 2.5, -0.0, 1e300, 5e-324, True, False, None], "a": {"z": {}, "y": [], "x": [[]]}},
+    {"é": "ünïcode \u2028 \u2029 \x00 \x1f \x7f \"quoted\" back\\slash\nnew\ttab", "emoji": "\U0001f600"},
+    [float("nan"), float("inf"), -float("inf")],
+    (1, (2, 3), []),
+    {"nested": [{"k": [{"k": [{}]}]}]},
+    12345678901234567890123,
+]
+
+
+@pytest.mark.parametrize("value", ODD, ids=range(len(ODD)))
+def test_every_json_type_and_odd_strings(value):
+    assert _audit_report.json_document(value) == reference(value)
+
+
+class Subclass(dict):
+    pass
+
+
+@pytest.mark.parametrize("value", [{1: "int key", 2: "b"}, {None: 1}, {"a": Subclass(b=1)}, {"a": 1.5}, {True: 0}],
+                         ids=["int keys", "none key", "dict subclass", "plain float", "bool key"])
+def test_what_is_not_plain_json_goes_to_the_json_module(value):
+    assert _audit_report.json_document(value) == reference(value)
+
+
+def test_errors_are_the_json_modules():
+    with pytest.raises(TypeError):
+        _audit_report.json_document({"a": object()})
+    with pytest.raises(TypeError):
+        _audit_report.json_document({"a": 1, 2: "mixed keys cannot be sorted"})
+    circular = []
+    circular.append(circular)
+    with pytest.raises(ValueError, match="Circular reference"):
+        _audit_report.json_document(circular)
+    assert math.isnan(json.loads(_audit_report.json_document([float("nan")]))[0])
+
+
+def test_markdown_and_junit_keep_json_dumps_text(report, monkeypatch):
+    """The shared encoders give what a json.dumps() per cell gave (the text before they were shared)."""
+    text = _audit_report.markdown(report), _audit_report.junit(report)
+    assert "failure" in text[1] and "```" in text[0]
+    monkeypatch.setattr(_audit_report, "_CELL_JSON", lambda v: json.dumps(v, sort_keys=True, separators=(", ", ": ")))
+    monkeypatch.setattr(_audit_report, "_JUNIT_JSON", lambda v: json.dumps(v, sort_keys=True))
+    assert (_audit_report.markdown(report), _audit_report.junit(report)) == text
