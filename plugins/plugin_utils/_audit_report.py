@@ -8,6 +8,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 import json
+import math
 from json.encoder import encode_basestring
 from xml.sax.saxutils import escape, quoteattr
 
@@ -25,7 +26,7 @@ class _Unusual(Exception):
 
 
 def _float_text(value):
-    if value != value:
+    if math.isnan(value):
         return "NaN"
     if value == _INF:
         return "Infinity"

@@ -229,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
             row["controller_ms"] = (row["result_ms"] + row["callback_ms"] + row["audit_ms"] + row["audit_result_ms"]
                                     + row["report_ms"])
         print("node %s; %d hosts in the audit; module runs %d each; mean of the fastest third of the runs (module) and of "
-          "the timings (controller pieces, %d processes each); nodes' Python %s" % (
-            args.archetype, args.hosts, args.repeat, args.rounds, NODE_PYTHON))
+              "the timings (controller pieces, %d processes each); nodes' Python %s"
+              % (args.archetype, args.hosts, args.repeat, args.rounds, NODE_PYTHON))
         print("%-38s %14s %14s %8s" % ("", labels["baseline"][:14], labels["tree"][:14], "ratio"))
         for key, label, fmt in (
                 ("module_ms", "module: rdma_facts process, CPU ms", "%.1f"),
