@@ -13,29 +13,11 @@ import pytest
 import yaml
 
 import hwsim
+from hwsim.rail import rail_spec
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
 SHIM = REPO / "tests" / "hwsim" / "shims" / "ib_write_bw"
-
-#: one ConnectX-7 InfiniBand rail on a host bridge without NUMA information (nothing to pin on this machine)
-SPEC = """name: %(name)s
-description: one ConnectX-7 InfiniBand rail
-kernel: {release: 6.1.0-28-amd64, cmdline: "BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro"}
-numa: [{id: 0, cpus: "0-1"}]
-modules: {loaded: [ib_core, ib_uverbs, ib_umad, ib_cm, rdma_cm, mlx5_core, mlx5_ib, ib_ipoib]}
-pci:
-  - host_bridge: "0000:00"
-    numa_node: -1
-    children:
-      - bridge: "0000:00:01.0"
-        model: intel-rootport
-        children:
-          - nic: "0000:01:00.0"
-            guid: "a088:c203:0055:%(guid)s"
-            firmware: {SRIOV_EN: false, NUM_OF_VFS: 0, LINK_TYPE_P1: IB}
-            functions: [{rdma: mlx5_0, lid: %(lid)d, sm_lid: 1}]
-"""
 
 
 def free_port():
@@ -102,6 +84,4 @@ def test_validate_names_retransmissions_as_the_cause_of_the_slow_rail(tmp_path):
 
 
 def _spec(tmp_path, name, index):
-    path = tmp_path / ("%s.yaml" % name)
-    path.write_text(SPEC % {"name": name, "guid": "aa%02x" % index, "lid": 0x10 + index}, encoding="utf-8")
-    return path
+    return rail_spec(tmp_path, name, guid="a088:c203:0055:aa%02x" % index, lid=0x10 + index)
