@@ -94,6 +94,9 @@ def _pci_device(tree: Tree, node: Node, dev: PciDevice) -> None:
         _pci_config(tree, dev.config, base)
     if dev.driver:
         tree.add_link(f"{base}/driver", f"sys/bus/pci/drivers/{dev.driver}")
+    for irq in node.irq.of_device(dev.bdf):
+        # msi_irqs/<N>: one read-only file per vector, "msix" or "msi" (drivers/pci/msi: msi_mode_show())
+        tree.add_value(f"{base}/msi_irqs/{irq.number}", "msix")
     if dev.pf is not None and dev.pf.totalvfs > 0:
         _sriov(tree, node, dev.pf, base)
     if dev.vf is not None:
@@ -386,6 +389,7 @@ def _proc(tree: Tree, node: Node) -> None:
                           _sysctl_writer(node, scope, key), size=0)
     tree.add_file("proc/sys/net/core/devconf_inherit_init_net", lambda: f"{node.devconf_inherit_init_net}\n",
                   node.store_inherit, size=0)
+    _proc_irq(tree, node)
     if node.spec.nvidia_driver and "nvidia" in node.modules:
         version = node.spec.nvidia_driver
         # the open GPU kernel modules say so in the banner (real captures: "NVIDIA UNIX Open Kernel Module for
@@ -394,6 +398,30 @@ def _proc(tree: Tree, node: Node) -> None:
         text = (f"NVRM version: NVIDIA UNIX {flavour}  {version}  Release Build  (dvs-builder@U16-I3-B03-4-3)"
                 "  Tue Oct  8 03:22:07 UTC 2024\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n")
         tree.add_file("proc/driver/nvidia/version", lambda: text, size=0)
+
+
+def _proc_irq(tree: Tree, node: Node) -> None:
+    """/proc/interrupts and /proc/irq/ (kernel/irq/proc.c register_irq_proc(), register_handler_proc()): per
+    interrupt smp_affinity(_list) 0644 (0444 when user space may not set it; root can still open it and gets the
+    write's error), affinity_hint, node, effective_affinity(_list), spurious, and a directory named after the
+    handler; default_smp_affinity."""
+    table = node.irq
+    tree.add_file("proc/interrupts", table.proc_interrupts, size=0)
+    tree.add_file("proc/irq/default_smp_affinity", lambda: table.cpumask(table.default_affinity),
+                  lambda text: node.store_irq_default(text), size=0)
+    for number, irq in table.irqs.items():
+        base = f"proc/irq/{number}"
+        mode = 0o644 if table.can_set(irq) else 0o444
+        tree.add_file(f"{base}/smp_affinity", lambda irq=irq: table.cpumask(irq.affinity),
+                      lambda text, n=number: node.store_irq_affinity(n, text, False), mode=mode, size=0)
+        tree.add_file(f"{base}/smp_affinity_list", lambda irq=irq: table.cpulist(irq.affinity),
+                      lambda text, n=number: node.store_irq_affinity(n, text, True), mode=mode, size=0)
+        tree.add_file(f"{base}/effective_affinity", lambda irq=irq: table.cpumask([irq.effective]), size=0)
+        tree.add_file(f"{base}/effective_affinity_list", lambda irq=irq: table.cpulist([irq.effective]), size=0)
+        tree.add_file(f"{base}/affinity_hint", lambda irq=irq: table.cpumask(irq.hint), size=0)
+        tree.add_file(f"{base}/node", lambda irq=irq: f"{irq.node}\n", size=0)
+        tree.add_file(f"{base}/spurious", lambda: "count 0\nunhandled 0\nlast_unhandled 0 ms\n", size=0)
+        tree.mkdir(f"{base}/{irq.name}")
 
 
 def _sysctl_reader(node: Node, scope: str, key: str) -> Callable[[], str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import fmt, nvconfig, pciconf
+from .irq import IrqTable
 from .faults import FaultTable
 from .models import CLASS_ETH, CLASS_IB, HW_COUNTER_BITS, Model, driver_matches
 from .spec import OFED_RE, DeviceSpec, FunctionSpec, ModuleSpec, Spec, function_bdfs
@@ -267,6 +268,8 @@ class Node:
         self._ifindex = 1
         self._ibindex = 0
         self._tree: Tree | None = None
+        #: interrupts (hwsim/irq.py): mlx5 vectors per bound function, /proc/interrupts, /proc/irq/<n>/
+        self.irq = IrqTable(spec.numa, spec.kernel_release)
         self._build_hardware()
         self.power_on()
 
@@ -336,6 +339,7 @@ class Node:
             self._add_netdev("lo", None, "loopback", 65536, "00:00:00:00:00:00", True)
             self.rdma_limits = {}
             self.modules = {}
+            self.irq.reset()
             for name in self._boot_modules():
                 try:
                     self._load(name, {})
@@ -804,6 +808,18 @@ class Node:
                 self._add_port_netdev(dev)
         for ib in self.ibdevs.values():
             ib.netdev = self._netdev_of(ib.dev) if ib.link_layer == "Ethernet" else None
+        self._sync_irqs()
+
+    def _sync_irqs(self) -> None:
+        """mlx5_core frees a function's vectors when it unbinds and requests new ones (new numbers, its own
+        affinities) when it binds (hwsim/irq.py)."""
+        bound = sorted((d for d in self.devices.values() if d.driver == MLX5), key=lambda d: fmt.bdf_rid(d.bdf))
+        names = {dev.bdf for dev in bound}
+        for bdf in sorted({irq.bdf for irq in self.irq.irqs.values() if irq.bdf and irq.bdf not in names}):
+            self.irq.free_device(bdf)
+        for dev in bound:
+            if not self.irq.of_device(dev.bdf):
+                self.irq.request_mlx5(dev.bdf, dev.numa, dev.vf is not None)
 
     def _link_layer(self, dev: PciDevice) -> str:
         if dev.pf is not None:
@@ -1384,6 +1400,16 @@ class Node:
         value = fmt.parse_proc_int(text)
         with self.lock:
             self.sysctl[scope][key] = value
+
+    def store_irq_affinity(self, number: int, text: str, as_list: bool) -> None:
+        """A write to /proc/irq/<n>/smp_affinity(_list) (hwsim/irq.py write_affinity())."""
+        with self.lock:
+            self.advance()
+            self.irq.write_affinity(number, text, as_list)
+
+    def store_irq_default(self, text: str) -> None:
+        with self.lock:
+            self.irq.write_default(text)
 
     def store_inherit(self, text: str) -> None:
         """net.core.devconf_inherit_init_net: proc_dointvec_minmax 0..3."""

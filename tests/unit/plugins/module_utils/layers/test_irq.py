@@ -1,0 +1,248 @@
+"""The irq layer (one room): /proc/interrupts parsing on real captures, the pure planner (reserved CPUs x NUMA,
+on_disjoint, managed vectors, irqbalance), the judge (the planner on the facts), and the module on simulated
+ConnectX-7 (two NUMA nodes) and ConnectX-6 Dx nodes: check mode, diff, idempotence, errors, the boot unit after a
+power-on and a driver reload, the audit clean then and drifting on one perturbed vector with the module's plan.
+"""
+
+import pathlib
+import subprocess
+
+import pytest
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import interrupts, judge, observe, plan
+from ansible_collections.rdma.k8s_node.plugins.modules import irq_affinity
+from unit.plugins.modules.harness import ModuleFail, run_module
+
+REPO = pathlib.Path(__file__).resolve().parents[5]
+REAL = REPO / "tests" / "fixtures" / "realworld" / "proc_interrupts"
+BDF = "0000:b1:00.0"  # numa-split: ConnectX-7 on NUMA node 1 (CPUs 16-31,48-63)
+
+
+# ---------------------------------------------------------------- parsing real captures
+def test_real_lkml_capture_old_format():
+    rows = interrupts.parse_proc_interrupts((REAL / "lkml-2023-01-27-azure-centos7.txt").read_text())
+    assert rows[28]["name"] == "mlx5_comp0@pci:8b76:00:02.0" and rows[28]["counts"][0] == 123648
+    assert rows[24]["name"] == "mlx5_pages_eq@pci:8b76:00:02.0" and len(rows[24]["cpus"]) == 8
+    assert interrupts.device_irqs(rows, "8b76:00:02.0") == [24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 35]
+    assert interrupts.device_irqs(rows, "83a4:00:02.0")[0] == 36
+    assert 0 in rows and "NMI" not in str(sorted(rows))
+
+
+def test_real_grep_capture_per_device_msix_chip():
+    text = (REAL / "100gbe-lab-2025-grep-mlx.txt").read_text()
+    rows = interrupts.parse_proc_interrupts(" " * 11 + "".join("CPU%-8d" % c for c in range(12)) + "\n" + text)
+    assert rows[98]["chip"] == "IR-PCI-MSIX-0000:01:00.0" and rows[98]["name"] == "mlx5_async0@pci:0000:01:00.0"
+    assert interrupts.device_irqs(rows, "0000:01:00.1") == [101, 102]
+    assert len(interrupts.device_irqs(rows, "0000:01:00.0")) == 13 and rows[114]["counts"][8] == 1024467
+
+
+def test_a_table_without_header_is_a_parse_error():
+    with pytest.raises(Exception, match="no CPU header"):
+        interrupts.parse_proc_interrupts(" 1: 0 0 IO-APIC 1-edge i8042\n")
+
+
+def test_env_file_args_and_rewrite():
+    text = '# comment\nIRQBALANCE_ARGS="--foreground"\n#IRQBALANCE_ARGS="x"\n'
+    assert interrupts.env_args(text) == ["--foreground"]
+    new = interrupts.with_args(text, ["--foreground", "--policyscript=/p"], "# ours\n")
+    assert 'IRQBALANCE_ARGS="--foreground --policyscript=/p"\n' in new and new.startswith("# comment\n")
+    assert interrupts.env_args("ENABLED=1\n") is None
+    assert interrupts.with_args("ENABLED=1", ["-l", "/p"], "# ours\n") == 'ENABLED=1\n# ours\nIRQBALANCE_ARGS="-l /p"\n'
+
+
+# ---------------------------------------------------------------- the pure planner
+def _observed(irqs=None, numa=1, local="16-31,48-63", **extra):
+    irqs = irqs if irqs is not None else {"40": {"name": "mlx5_comp0@pci:" + BDF, "affinity": "16", "settable": True},
+                                          "41": {"name": "mlx5_async0@pci:" + BDF, "affinity": "0-63", "settable": True}}
+    out = {"cpus_online": "0-63", "devices": {BDF: {"rdma_devices": ["mlx5_0"], "numa_node": numa, "local_cpus": local,
+                                                   "irqs": irqs}},
+           "unit": {"text": None}, "script": {"text": None}, "policy": {"text": None},
+           "irqbalance": {"installed": None, "env_file": None, "args": None}}
+    out.update(extra)
+    return out
+
+
+def _desired(**kw):
+    out = {"cpus": [0, 1, 16, 17], "on_disjoint": "fail", "devices": [BDF], "boot_unit": False, "irqbalance": "policy",
+           "unit": observe.UNIT, "script": observe.SCRIPT, "policy": observe.POLICY}
+    out.update(kw)
+    return out
+
+
+def test_reserved_cpus_on_the_nics_node():
+    planned = plan.plan(_desired(), _observed())
+    assert planned["targets"] == {BDF: "16-17"} and not planned["problems"]
+    assert [(a["target"], a["before"], a["after"]) for a in planned["actions"]] == [("40", "16", "16-17"),
+                                                                                      ("41", "0-63", "16-17")]
+
+
+def test_no_reserved_cpus_means_numa_local():
+    assert plan.plan(_desired(cpus=None), _observed())["targets"] == {BDF: "16-31,48-63"}
+
+
+@pytest.mark.parametrize("mode,target,problem", [("fail", None, True), ("local", "16-31,48-63", False),
+                                                 ("reserved", "0-3", False)])
+def test_disjoint_reserved_set(mode, target, problem):
+    planned = plan.plan(_desired(cpus=[0, 1, 2, 3], on_disjoint=mode), _observed())
+    assert planned["targets"].get(BDF) == target
+    assert bool(planned["problems"]) is problem
+    text = (planned["problems"] or planned["warnings"])[0]
+    assert "none of the reserved CPUs (0-3) is on its NUMA node 1 (CPUs 16-31,48-63)" in text and "mlx5_0" in text
+
+
+def test_managed_vectors_are_reported_not_planned():
+    irqs = {"40": {"name": "nvme-like", "affinity": "16", "settable": False}}
+    planned = plan.plan(_desired(), _observed(irqs=irqs))
+    assert planned["actions"] == [] and planned["managed"][0]["irq"] == "40" and "manages" in planned["warnings"][0]
+
+
+def test_offline_reserved_cpus_are_a_problem():
+    assert "CPUs 70 are not online" in plan.plan(_desired(cpus=[16, 70]), _observed())["problems"][0]
+
+
+def test_irqbalance_policy_and_conflict():
+    env = {"path": "/etc/default/irqbalance", "exists": True, "text": 'IRQBALANCE_ARGS=""\n'}
+    observed = _observed(irqbalance={"installed": "/usr/sbin/irqbalance", "env_file": env, "args": []})
+    planned = plan.plan(_desired(), observed)
+    kinds = [a["action"] for a in planned["actions"]]
+    assert kinds[:2] == ["write_policy", "edit_irqbalance_env"]
+    assert 'case "${1##*/}" in\n0000:b1:00.0)\n    echo ban=true' in planned["files"][observe.POLICY]
+    other = dict(observed, irqbalance={"installed": "/usr/sbin/irqbalance", "env_file": env, "args": ["-l", "/x"]})
+    assert "already runs the policy script /x" in plan.plan(_desired(), other)["problems"][0]
+    assert plan.plan(_desired(irqbalance="ignore"), other)["problems"] == []
+
+
+def test_policy_script_runs_and_bans_only_our_nics(tmp_path):
+    script = tmp_path / "policy.sh"
+    script.write_text(plan.render_policy([BDF]))
+    ours = subprocess.run(["sh", str(script), "/sys/bus/pci/devices/" + BDF, "40"], capture_output=True, text=True)
+    other = subprocess.run(["sh", str(script), "/sys/bus/pci/devices/0000:18:00.0", "41"], capture_output=True, text=True)
+    assert (ours.returncode, ours.stdout, other.returncode, other.stdout) == (0, "ban=true\n", 0, "")
+
+
+# ---------------------------------------------------------------- the module on the simulator
+def _sim(spec, tmp_path, monkeypatch):
+    from unit.plugins.modules.simnode import sim_node  # pylint: disable=import-outside-toplevel
+    return sim_node(spec, tmp_path, monkeypatch)
+
+
+def run(monkeypatch, root, check=False, expect=None, **args):
+    args.setdefault("host_root", str(root))
+    args.setdefault("cpus", "0-1,16-17")
+    kwargs = {"expect": expect} if expect else {}
+    return run_module(monkeypatch, irq_affinity.main, args, check=check, diff=True, **kwargs)
+
+
+def affinities(root, bdf=BDF):
+    irqs = sorted(int(n) for n in (root / "sys/bus/pci/devices" / bdf / "msi_irqs").iterdir() for n in [n.name])
+    return dict((n, (root / "proc/irq" / str(n) / "smp_affinity_list").read_text().strip()) for n in irqs)
+
+
+def desired_vars(**kw):
+    out = {"irq_affinity_manage": True, "kubelet_topology_reserved_system_cpus": "0-1,16-17"}
+    out.update(kw)
+    return out
+
+
+def test_module_on_two_numa_nodes_check_apply_idempotent_boot(monkeypatch, tmp_path):
+    with _sim("numa-split", tmp_path, monkeypatch) as node:
+        root = node.root
+        (root / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
+        before = affinities(root)
+        assert len(before) == 64 and before[min(before)] == "0-63"  # mlx5_async0: every CPU; comp vectors spread
+        checked = run(monkeypatch, root, check=True)
+        assert checked["changed"] and affinities(root) == before
+        kinds = [a["action"] for a in checked["actions"]]
+        assert kinds[:2] == ["write_script", "write_unit"] and kinds.count("set_affinity") == 64
+        assert checked["targets"] == {BDF: "16-17"} and any("smp_affinity_list" in d.get("before_header", "")
+                                                            for d in checked["diff"])
+        applied = run(monkeypatch, root)
+        assert applied["actions"] == checked["actions"] and applied["refused"] == []
+        assert set(affinities(root).values()) == {"16-17"}
+        effective = set((root / "proc/irq" / str(n) / "effective_affinity_list").read_text().strip()
+                        for n in affinities(root))
+        assert effective <= {"16", "17"}
+        again = run(monkeypatch, root)
+        assert again["changed"] is False and again["actions"] == []
+        unit = (root / observe.UNIT.lstrip("/")).read_text()
+        assert "ExecStart=/bin/sh /etc/rdma-k8s-node/irq-affinity.sh 120 0000:b1:00.0 16-17\n" in unit
+        assert "PartOf=openibd.service" in unit and "Before=irqbalance.service kubelet.service" in unit
+        facts = observe.facts(HostRoot(str(root)))
+        assert judge.judge(facts, desired_vars())[0]["status"] == "ok"
+        # power-on: the driver's affinities again, the audit drifts; the boot unit's ExecStart puts them back
+        node.reboot()
+        assert set(affinities(root).values()) != {"16-17"}
+        assert judge.judge(observe.facts(HostRoot(str(root))), desired_vars())[0]["status"] == "drift"
+        _run_exec_start(root, unit)
+        assert set(affinities(root).values()) == {"16-17"}
+        checks = judge.judge(observe.facts(HostRoot(str(root))), desired_vars())
+        assert [(c["id"], c["status"]) for c in checks] == [("irq.affinity", "ok")]
+
+
+def _run_exec_start(root, unit):
+    """The unit's ExecStart with the node's paths under ``root`` (the script reads /sys and /proc)."""
+    line = [l for l in unit.splitlines() if l.startswith("ExecStart=")][0]
+    argv = line[len("ExecStart="):].split()
+    text = (root / argv[1].lstrip("/")).read_text().replace("/sys/", str(root) + "/sys/").replace(
+        "/proc/", str(root) + "/proc/")
+    done = subprocess.run(["sh", "-c", text, "irq-affinity.sh"] + argv[2:], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_driver_reload_and_one_perturbed_vector_audit_evidence(monkeypatch, tmp_path):
+    with _sim("numa-split", tmp_path, monkeypatch) as node:
+        root = node.root
+        (root / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
+        run(monkeypatch, root)
+        irq = sorted(affinities(root))[5]
+        (root / "proc/irq" / str(irq) / "smp_affinity_list").write_text("40\n")
+        facts = observe.facts(HostRoot(str(root)))
+        checks = judge.judge(facts, desired_vars())
+        drift = [c for c in checks if c["status"] != "ok"]
+        checked = run(monkeypatch, root, check=True)
+        assert [a["target"] for a in checked["actions"]] == [str(irq)]
+        assert len(drift) == 1 and drift[0]["detail"] == "planned: %s" % checked["actions"]
+        assert drift[0]["remedy"] == "run the irq_affinity role"
+        # a driver reload (what openibd does): new vectors with the driver's affinities
+        removed = node.call({"cmd": "modprobe", "name": "mlx5_ib", "remove": True})
+        assert "mlx5_core" in str(removed)  # kmod removes the dependency left unused
+        assert not (root / "sys/bus/pci/devices" / BDF / "msi_irqs").exists()
+        node.call({"cmd": "modprobe", "name": "mlx5_ib"})
+        assert set(affinities(root).values()) != {"16-17"}
+
+
+def test_simulated_kernel_refusals(monkeypatch, tmp_path):
+    with _sim("numa-split", tmp_path, monkeypatch) as node:
+        path = root_path = node.root / "proc/irq" / str(min(affinities(node.root))) / "smp_affinity_list"
+        for text, code in (("abc", 22), ("99", 34), ("\n", 22)):
+            with pytest.raises(OSError) as info:
+                with open(path, "w") as handle:
+                    handle.write(text)
+            assert info.value.errno == code
+        assert root_path.read_text() == "0-63\n"
+
+
+def test_errors_name_option_and_value(monkeypatch, tmp_path):
+    with _sim("roce-cx6dx", tmp_path, monkeypatch) as node:
+        root = node.root
+        bad = run(monkeypatch, root, cpus="0-3,x", expect=ModuleFail)
+        assert "cpus: '0-3,x' is not a CPU list" in bad["msg"]
+        bad = run(monkeypatch, root, cpus="0-3,200", expect=ModuleFail)
+        assert "cpus: CPUs 200 are not online on this node (online: 0-63)" in bad["msg"]
+        bad = run(monkeypatch, root, devices=["mlx5_9"], expect=ModuleFail)
+        assert "devices: 'mlx5_9' is neither" in bad["msg"]
+        bad = run(monkeypatch, root, unit="/tmp/x.service", expect=ModuleFail)
+        assert "unit must be a .service file" in bad["msg"]
+        # ConnectX-6 Dx, one socket: both ports' vectors on the reserved CPUs; irqbalance installed -> policy
+        (root / "usr/sbin").mkdir(parents=True, exist_ok=True)
+        (root / "usr/sbin/irqbalance").write_text("#!/bin/sh\n")
+        (root / "usr/sbin/irqbalance").chmod(0o755)
+        (root / "etc/default").mkdir(parents=True, exist_ok=True)
+        (root / "etc/default/irqbalance").write_text('#IRQBALANCE_ARGS=\nIRQBALANCE_ARGS=""\n')
+        done = run(monkeypatch, root, cpus="0-3", boot_unit=False)
+        assert done["targets"] == {"0000:01:00.0": "0-3", "0000:01:00.1": "0-3"}
+        assert done["restart_required"] == ["irqbalance.service"]
+        assert 'IRQBALANCE_ARGS="--policyscript=/etc/rdma-k8s-node/irqbalance-policy.sh"' in (
+            root / "etc/default/irqbalance").read_text()
+        assert run(monkeypatch, root, cpus="0-3", boot_unit=False)["changed"] is False
