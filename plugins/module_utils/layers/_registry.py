@@ -28,6 +28,7 @@ from collections import namedtuple
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import observe as _firmware_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _irq_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 
 _ROOMS = "ansible_collections.rdma.k8s_node.plugins.module_utils.layers."
@@ -91,6 +92,10 @@ LAYERS = (
     Layer("pcie", "PCIe Max_Read_Request_Size of the RDMA NICs", ("pcie_tuning",),
           ("pcie_tuning_max_read_request", "pcie_tuning_devices", "pcie_tuning_boot_unit"),
           (), ("layers",), "docs/pcie.md", observe=_pcie_observe.facts, judge_ref="pcie.judge:judge"),
+    Layer("irq", "RDMA NIC interrupts on the reserved CPUs of their NUMA node", ("irq_affinity",),
+          ("irq_affinity_manage", "irq_affinity_cpus", "irq_affinity_on_disjoint", "irq_affinity_devices",
+           "irq_affinity_boot_unit", "irq_affinity_boot_wait", "irq_affinity_irqbalance"),
+          (), ("layers",), "docs/irq.md", observe=_irq_observe.facts, judge_ref="irq.judge:judge"),
     Layer("sriov", "SR-IOV VFs and InfiniBand VF GUIDs", ("sriov",),
           ("sriov_pfs",),
           (), ("devices", "persisted"), "docs/sriov.md"),
@@ -101,7 +106,8 @@ LAYERS = (
     Layer("kubelet", "kubelet Topology, CPU and memory managers", ("kubelet_topology",),
           ("kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
            "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
-           "kubelet_topology_memory_manager_policy", "kubelet_topology_mode", "rdma_audit_whole_node_pods"),
+           "kubelet_topology_memory_manager_policy", "kubelet_topology_mode", "rdma_audit_whole_node_pods",
+           "kubelet_topology_reserved_system_cpus"),
           (), ("runtime", "gpus", "devices", "numa_nodes"), "docs/kubelet.md"),
     Layer("topology", "GPU-NIC affinity, MTU and the RDMA cgroup (judged, not provisioned)", (),
           ("rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu"),
