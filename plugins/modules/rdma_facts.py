@@ -456,6 +456,13 @@ ansible_facts:
               C(link_layer), C(counters) (each C(hw_counters) file but C(lifespan), a number or its text; V(null)
               without the directory), C(previous) (the first of two readings, or V(null)), C(problems)) and
               C(interval) (seconds between the two readings, or V(null)). See docs/counters.md.
+            - C(qos) - C(tool) (C(ofed) - the running mlx5_core is MLNX/DOCA-OFED's - and the C(paths) of C(mlnx_qos)
+              and C(dcb)), C(used) (the tool read), C(configfs) (rdma_cm's configfs directory), per RoCE netdev its
+              C(rdma_device), C(port), C(pci), C(trust), C(dscp2prio) (explicit DSCP entries), C(pfc) (8 x 0/1),
+              C(ecn) (C(roce_np)/C(roce_rp) enables per priority, V(null) without the OFED sysfs), C(cnp), C(roce_tos)
+              (RDMA-CM default ToS, V(null) without its configfs group), C(traffic_class) (V(null) without the OFED
+              file, -1 unset) or C(error); C(ib_ports), C(problems), C(unit) and C(script) (the boot files). See
+              docs/roce.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,

@@ -10,7 +10,7 @@ import errno
 import re
 from typing import Callable
 
-from . import fmt
+from . import fmt, qos
 from .models import MODELS
 from .pciconf import ConfigSpace
 from .spec import PHYS_STATES, PMA_COUNTERS
@@ -35,6 +35,7 @@ def build_tree(node: Node) -> Tree:
         _ibdev(tree, node, ib)
     _modules(tree, node)
     _cgroup(tree, node)
+    _configfs(tree, node)
     _proc(tree, node)
     return tree
 
@@ -207,6 +208,8 @@ def _netdev(tree: Tree, node: Node, netdev: NetDev) -> None:
     if netdev.kind == "infiniband":
         tree.add_value(f"{base}/pkey", "0xffff")
         tree.add_value(f"{base}/mode", "datagram")
+    if netdev.qos is not None and node.mlx5_from_ofed():
+        _ecn(tree, node, netdev, base)
 
 
 def _name_assign_type(netdev: NetDev) -> str:
@@ -260,6 +263,10 @@ def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
     for counter in PMA_COUNTERS:
         tree.add_value(f"{port}/counters/{counter}", str(counters.get(counter, 0)))
     _gids(tree, node, ib, port)
+    if node.mlx5_from_ofed() and ib.dev.model.driver == "mlx5_core":
+        # OFED mlx5_ib init_tc_sysfs(): tc/<port>/traffic_class (tests/hwsim/qos.py)
+        tree.add_file(f"{base}/tc/1/traffic_class", lambda: qos.show_tclass(ib.tclass),
+                      lambda text: node.store_tclass(ib, text))
 
 
 def _hw_counter(node: Node, ib: IbDev, name: str) -> Callable[[], str]:
@@ -339,6 +346,33 @@ def _modules(tree: Tree, node: Node) -> None:
         version = node.module_version(name)
         if version:
             tree.add_value(f"{base}/version", version)
+
+
+def _ecn(tree: Tree, node: Node, netdev: NetDev, base: str) -> None:
+    """OFED mlx5e en_sysfs.c: ecn/<roce_np|roce_rp>/enable/<0..7> and roce_np/{cnp_dscp,cnp_802p_prio} (qos.py)."""
+    port = netdev.qos
+    for proto in qos.ECN_PROTOCOLS:
+        for prio in range(8):
+            tree.add_file(f"{base}/ecn/{proto}/enable/{prio}", lambda p=proto, q=prio: f"{port.ecn[p][q]}\n",
+                          lambda text, p=proto, q=prio: node.store_ecn(netdev, p, q, text))
+    for attr in ("cnp_dscp", "cnp_802p_prio"):
+        tree.add_file(f"{base}/ecn/roce_np/{attr}", lambda a=attr: f"{getattr(port, a)}\n",
+                      lambda text, a=attr: node.store_cnp(netdev, a, text))
+
+
+def _configfs(tree: Tree, node: Node) -> None:
+    """configfs (mounted at sys/kernel/config): the rdma_cm subsystem while rdma_cm is loaded, and the groups made
+    with mkdir, each with ports/1/{default_roce_mode,default_roce_tos} (cma_configfs.c; qos.py)."""
+    tree.mkdir("sys/kernel/config")
+    if "rdma_cm" not in node.modules:
+        return
+    tree.mkdir("sys/kernel/config/rdma_cm")
+    for name in node.cma_groups:
+        port = f"sys/kernel/config/rdma_cm/{name}/ports/1"
+        tree.add_file(f"{port}/default_roce_tos", lambda n=name: f"{node.cma_device(n).roce_tos}\n",
+                      lambda text, n=name: node.store_roce_tos(n, text))
+        tree.add_file(f"{port}/default_roce_mode", lambda n=name: f"{node.cma_device(n).roce_mode}\n",
+                      lambda text, n=name: node.store_roce_mode(n, text))
 
 
 def _cgroup(tree: Tree, node: Node) -> None:

@@ -294,6 +294,18 @@ def _traffic(node: Node, cmd: dict[str, Any]) -> Any:
                         cmd.get("peer") or {})
 
 
+def _dcb_show(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.dcb_show(cmd["dev"])
+
+
+def _dcb_set_pfc(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.dcb_set_pfc(cmd["dev"], int(cmd["pfc_en"]), cmd.get("delay"))
+
+
+def _dcb_app(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.dcb_app(cmd["dev"], cmd["op"], cmd["apps"])
+
+
 COMMANDS: dict[str, Handler] = {
     "reset": _reset,
     "fault_add": _fault_add,
@@ -323,5 +335,8 @@ COMMANDS: dict[str, Handler] = {
     "pci_link_set": _pci_link_set,
     "port_fault": _port_fault,
     "traffic": _traffic,
+    "dcb_show": _dcb_show,
+    "dcb_set_pfc": _dcb_set_pfc,
+    "dcb_app": _dcb_app,
     "dump": _dump,
 }

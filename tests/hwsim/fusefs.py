@@ -149,10 +149,13 @@ class HwsimFS(fuse.Operations):
         raise fuse.FuseOSError(errno.EACCES)
 
     def mkdir(self, path: str, mode: int) -> int:
-        raise fuse.FuseOSError(errno.EPERM)
+        """EPERM as on sysfs, except configfs groups (rdma_cm/<dev>, tests/hwsim/qos.py)."""
+        self.node.mkdir(self._rel(path))
+        return 0
 
     def rmdir(self, path: str) -> int:
-        raise fuse.FuseOSError(errno.EPERM)
+        self.node.rmdir(self._rel(path))
+        return 0
 
     def unlink(self, path: str) -> int:
         raise fuse.FuseOSError(errno.EPERM)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import fmt, nvconfig, pciconf
+from . import fmt, nvconfig, pciconf, qos
 from .irq import IrqTable
 from .faults import FaultTable
 from .models import CLASS_ETH, CLASS_IB, HW_COUNTER_BITS, Model, driver_matches
@@ -168,6 +168,8 @@ class NetDev:
     dev_port: int = 0
     #: include/uapi/linux/netdevice.h NET_NAME_*: who named it (sysfs ``name_assign_type``)
     name_assign_type: int = 0
+    #: an mlx5 Ethernet PF port's QoS (DCB, OFED ECN; tests/hwsim/qos.py), fresh at every probe; None elsewhere
+    qos: qos.PortQos | None = None
 
 
 #: NET_NAME_UNKNOWN (IPoIB allocates "ib%d" with it; sysfs name_assign_type then reads EINVAL), NET_NAME_ENUM
@@ -213,6 +215,10 @@ class IbDev:
     #: traffic flows counting into them since
     hw: dict[str, int] = field(default_factory=dict)
     flows: list[Flow] = field(default_factory=list)
+    #: OFED mlx5_ib tc/1/traffic_class (-1: unset) and the rdma_cm cma device's port 1 defaults (qos.py)
+    tclass: int = -1
+    roce_tos: int = 0
+    roce_mode: str = "RoCE v2"
 
 
 @dataclass
@@ -261,6 +267,8 @@ class Node:
         self.netns_shared = True
         self.cmdline = spec.cmdline
         self.rdma_limits: dict[str, dict[str, str]] = {}
+        #: rdma_cm configfs groups made with mkdir (sys/kernel/config/rdma_cm/<dev>; qos.py)
+        self.cma_groups: list[str] = []
         #: OFED kernel modules on disk (a DKMS install); survives power-on like the disk does
         self.ofed = spec.ofed
         self.boot_log: list[str] = []
@@ -322,6 +330,7 @@ class Node:
             self.pending.clear()
             self.netns.clear()
             self.boot_log.clear()
+            self.cma_groups = []
             self._power_on_cards()
             for dev in list(self.devices.values()):
                 if dev.vf is not None:
@@ -867,6 +876,8 @@ class Node:
         netdev.dev_port = 0
         if dev.pf is not None:
             netdev.name_assign_type = NET_NAME_RENAMED  # named at boot by udev (or a .link file matching the PF)
+            if not ib_kind and dev.pf.card.is_mlx:
+                netdev.qos = qos.power_on_state(dev.pf.card.fw_current, dev.pf.index + 1)
             return
         assert dev.vf is not None
         netdev.name_assign_type = NET_NAME_UNKNOWN if ib_kind else NET_NAME_ENUM
@@ -1418,6 +1429,99 @@ class Node:
             raise fmt.oserror(errno.EINVAL)
         with self.lock:
             self.devconf_inherit_init_net = value
+
+    # ------------------------------------------------------------------ RoCE QoS (tests/hwsim/qos.py)
+    def qos_port(self, ifname: str) -> qos.PortQos:
+        """The DCB state of a netdev: ENODEV for no such netdev, EOPNOTSUPP for one without mlx5 dcbnl ops (an
+        IPoIB or non-mlx5 netdev, a VF: mlx5 builds dcbnl only on the port's vport group manager)."""
+        with self.lock:
+            self.advance()
+            netdev = self.netdevs.get(ifname)
+            if netdev is None:
+                raise fmt.oserror(errno.ENODEV, ifname)
+            if netdev.qos is None:
+                raise fmt.oserror(errno.EOPNOTSUPP, ifname)
+            return netdev.qos
+
+    def dcb_show(self, ifname: str) -> dict[str, Any]:
+        """DCB_CMD_IEEE_GET (+ DCBX): PFC, APP table, the trust they imply, the priority -> TC map."""
+        with self.lock:
+            return self.qos_port(ifname).as_dict()
+
+    def dcb_set_pfc(self, ifname: str, pfc_en: int, delay: int | None = None) -> dict[str, Any]:
+        with self.lock:
+            port = self.qos_port(ifname)
+            qos.set_pfc(port, pfc_en, delay)
+            return port.as_dict()
+
+    def dcb_app(self, ifname: str, op: str, apps: list) -> dict[str, Any]:
+        with self.lock:
+            port = self.qos_port(ifname)
+            qos.app_change(port, op, apps)
+            return port.as_dict()
+
+    def store_ecn(self, netdev: NetDev, proto: str, prio: int, text: str) -> None:
+        with self.lock:
+            qos.store_ecn_enable(netdev.qos, proto, prio, text)
+
+    def store_cnp(self, netdev: NetDev, attr: str, text: str) -> None:
+        with self.lock:
+            qos.store_cnp(netdev.qos, attr, text)
+
+    def store_tclass(self, ib: IbDev, text: str) -> None:
+        with self.lock:
+            ib.tclass = qos.parse_tclass(text)
+
+    def cma_device(self, name: str) -> IbDev:
+        """The RDMA device a configfs group names (cma_configfs_params_get(): ENODEV once it is gone)."""
+        ib = self.ibdevs.get(name)
+        if ib is None:
+            raise fmt.oserror(errno.ENODEV, name)
+        return ib
+
+    def store_roce_tos(self, name: str, text: str) -> None:
+        """default_roce_tos_store(): kstrtou8 first, then the device (ENODEV when it went away)."""
+        value = qos.parse_u8(text)
+        with self.lock:
+            self.cma_device(name).roce_tos = value
+
+    def store_roce_mode(self, name: str, text: str) -> None:
+        """default_roce_mode_store(): ib_cache_gid_parse_type_str() names, else EINVAL."""
+        mode = text.rstrip("\n")
+        if mode not in qos.GID_TYPES:
+            raise fmt.oserror(errno.EINVAL)
+        with self.lock:
+            self.cma_device(name).roce_mode = mode
+
+    def mkdir(self, path: str) -> None:
+        """mkdir(2): only configfs ``sys/kernel/config/rdma_cm/<dev>`` (make_cma_dev(): ENODEV for a device rdma_cm
+        does not know, EEXIST twice); everywhere else EPERM as on sysfs; ENOENT without rdma_cm loaded."""
+        parts = [p for p in path.split("/") if p]
+        with self.lock:
+            self.advance()
+            if parts[:3] != ["sys", "kernel", "config"]:
+                raise fmt.oserror(errno.EPERM, path)
+            if len(parts) != 5 or parts[3] != "rdma_cm":
+                raise fmt.oserror(errno.EPERM if len(parts) > 4 else errno.EEXIST, path)
+            if "rdma_cm" not in self.modules:
+                raise fmt.oserror(errno.ENOENT, path)
+            if parts[4] in self.cma_groups:
+                raise fmt.oserror(errno.EEXIST, path)
+            self.cma_device(parts[4])
+            self.cma_groups.append(parts[4])
+            self._changed()
+
+    def rmdir(self, path: str) -> None:
+        """rmdir(2) of an rdma_cm configfs group (its default port groups go with it); EPERM elsewhere."""
+        parts = [p for p in path.split("/") if p]
+        with self.lock:
+            if parts[:4] != ["sys", "kernel", "config", "rdma_cm"] or len(parts) != 5:
+                raise fmt.oserror(errno.EPERM, path)
+            if parts[4] not in self.cma_groups:
+                raise fmt.oserror(errno.ENOENT, path)
+            self.cma_groups.remove(parts[4])
+            self._changed()
+
 
 
 def _kv(words: list[str]) -> dict[str, str]:

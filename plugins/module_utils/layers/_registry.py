@@ -30,6 +30,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware impo
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _irq_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.qos import observe as _qos_observe
 
 _ROOMS = "ansible_collections.rdma.k8s_node.plugins.module_utils.layers."
 
@@ -99,6 +100,11 @@ LAYERS = (
     Layer("sriov", "SR-IOV VFs and InfiniBand VF GUIDs", ("sriov",),
           ("sriov_pfs",),
           (), ("devices", "persisted"), "docs/sriov.md"),
+    Layer("qos", "Lossless RoCE QoS of the RoCE netdevs (trust DSCP, PFC, ECN, RoCE ToS)", ("roce_qos",),
+          ("roce_qos_manage", "roce_qos_priority", "roce_qos_dscp", "roce_qos_cnp_dscp", "roce_qos_cnp_priority",
+           "roce_qos_ecn", "roce_qos_tool", "roce_qos_interfaces", "roce_qos_boot_unit"),
+          (), ("layers",), "docs/roce.md", observe=_qos_observe.facts, judge_ref="qos.judge:judge",
+          inventory_judge_ref="qos.judge:inventory_judge", runs_tools=True),
     Layer("containerd", "containerd: memlock, base runtime spec, CDI", ("containerd_rdma",),
           ("containerd_rdma_memlock", "containerd_rdma_cdi", "containerd_rdma_cdi_spec_dirs", "containerd_rdma_runtimes",
            "containerd_rdma_base_runtime_spec"),

@@ -20,8 +20,8 @@ def run(dgx, tool, *args, stdin=None):
 
 def test_shims_are_executable_stdlib_only_python():
     shims = sorted(SHIMS.iterdir())
-    assert [shim.name for shim in shims] == ["devlink", "ib_write_bw", "ip", "mlxconfig", "mlxfwreset", "modprobe",
-                                             "mstconfig", "mstfwreset", "ofed_info", "rdma", "setpci", "sysctl"]
+    assert [shim.name for shim in shims] == ["dcb", "devlink", "ib_write_bw", "ip", "mlnx_qos", "mlxconfig", "mlxfwreset",
+                                             "modprobe", "mstconfig", "mstfwreset", "ofed_info", "rdma", "setpci", "sysctl"]
     # mlxconfig is mstconfig and mstfwreset is mlxfwreset under the other name (each picks its layout from argv[0])
     assert (SHIMS / "mlxconfig").readlink().name == "mstconfig" and (SHIMS / "mstfwreset").readlink().name == "mlxfwreset"
     for shim in shims:
