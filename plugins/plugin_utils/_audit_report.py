@@ -7,14 +7,16 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import functools
 import json
 import math
+import re
+from html import escape as _html_escape
 from json.encoder import encode_basestring
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit import STATUSES
 
-_MARK = {"ok": "ok", "drift": "**DRIFT**", "fail": "**FAIL**", "unknown": "*unknown*"}
 # one encoder each instead of one per json.dumps() call (a report has thousands of cells): the same text
 _CELL_JSON = json.JSONEncoder(sort_keys=True, separators=(", ", ": ")).encode
 _JUNIT_JSON = json.JSONEncoder(sort_keys=True).encode
@@ -35,9 +37,18 @@ def _float_text(value):
     return float.__repr__(value)
 
 
-def _write_json(value, out, indent):
+# report.json: the document indented as json.dumps(indent=2) writes it down to the checks, each check (and every
+# other value that deep) on one line, compact, by the json module's C encoder: the indenting encoder is pure Python
+# before Python 3.13 and report.json has about 1,000 values per host (67 KB a host indented, 43 KB this way)
+COMPACT_DEPTH = 4  # the document 0, "hosts" 1, a host 2, its "checks" 3, one check 4
+_LINE_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": ")).encode
+
+
+def _write_json(value, out, indent, depth):
     kind = type(value)
-    if kind is str:
+    if depth >= COMPACT_DEPTH and (kind is dict or kind is list or kind is tuple):
+        out.append(_LINE_JSON(value))
+    elif kind is str:
         out.append(encode_basestring(value))
     elif kind is dict:
         if not value:
@@ -46,11 +57,11 @@ def _write_json(value, out, indent):
         inner = indent + "  "
         first = True
         for key in sorted(value):
-            if type(key) is not str:  # pylint: disable=unidiomatic-typecheck
+            if not isinstance(key, str):
                 raise _Unusual()
             out.append(("{" if first else ",") + inner + encode_basestring(key) + ": ")
             first = False
-            _write_json(value[key], out, inner)
+            _write_json(value[key], out, inner, depth + 1)
         out.append(indent + "}")
     elif kind is list or kind is tuple:
         if not value:
@@ -61,7 +72,7 @@ def _write_json(value, out, indent):
         for item in value:
             out.append(("[" if first else ",") + inner)
             first = False
-            _write_json(item, out, inner)
+            _write_json(item, out, inner, depth + 1)
         out.append(indent + "]")
     elif value is None:
         out.append("null")
@@ -73,40 +84,194 @@ def _write_json(value, out, indent):
         out.append(int.__repr__(value))
     elif kind is float:
         out.append(_float_text(value))
+    elif isinstance(value, str):  # tagged strings and numbers (ansible-core 2.19's variables) write as the json
+        out.append(encode_basestring(value))  # module writes them
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        out.append(_float_text(value))
+    elif isinstance(value, dict):
+        _write_json(dict(value), out, indent, depth)
+    elif isinstance(value, (list, tuple)):
+        _write_json(list(value), out, indent, depth)
     else:
         raise _Unusual()
 
 
 def json_document(value):
-    """``json.dumps(value, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False)``, the same text
-    about 2.5 times faster: with an indent, Python's json module encodes in Python through generators (its C encoder
-    takes no indent before 3.13), and report.json has some 1,000 values per host.  Anything but plain JSON types
-    with string keys (and a structure too deep to recurse) goes to the json module, which decides as before."""
+    """report.json's text: ``json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)`` down to depth
+    :data:`COMPACT_DEPTH` (a check of a host), one compact line (``", "`` and ``": "``, sorted keys) for each value
+    that deep.  Anything but plain JSON types with string keys (and a structure too deep to recurse) goes to the
+    json module's indented form, which decides as before (errors included)."""
     out = []
     try:
-        _write_json(value, out, "\n")
-    except (_Unusual, RecursionError):
+        _write_json(value, out, "\n", 0)
+    except (_Unusual, RecursionError, TypeError, ValueError):
         return json.dumps(value, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
     return "".join(out)
 
 
-def _cell(value):
-    """A value in one Markdown table cell: compact JSON for structures, ``-`` for nothing, pipes escaped."""
+# -- the human-readable report: one document model, written as Markdown (report.md) and as HTML (report.html) --------
+#
+# markdown() builds a list of blocks -- ("h", level, inline), ("p", inline), ("table", header, rows), ("pre", text) --
+# and each writer serialises them; inline content is a list of text and (mark, text) pairs, a table cell one value
+# (text, number, structure: compact JSON) or one (mark, text) pair.  The HTML is report.md's rendering without
+# parsing Markdown back (a Markdown parser in Python renders about 0.6 MB/s here, report.md is 1 to 30 KB per host);
+# the tests hold it to markdown-it-py's rendering of report.md.  Every text is untrusted (host names, node files'
+# contents): escaped for Markdown (backslash escapes, no raw HTML, no links) and for HTML (html.escape).
+
+_MARK = {"ok": ("", "ok"), "drift": ("strong", "DRIFT"), "fail": ("strong", "FAIL"), "unknown": ("em", "unknown")}
+_ORDER = {"fail": 0, "unknown": 1, "drift": 2, "ok": 3}
+# summary lists: at most this many host names in one cell, this many rows of top checks and of unknown hosts
+NAMES_SHOWN = 10
+TOP_CHECKS = 10
+UNKNOWN_ROWS = 20
+# Markdown: characters that start inline syntax (code, emphasis, links, raw HTML, strikethrough, table cells) and
+# the backslash itself; "_" only where it can open or close emphasis (not inside a word: rdma_audit_mtu stays)
+_MD_SPECIAL = re.compile(r"[\\`*\[\]<>|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|&(?=#?[0-9A-Za-z]+;)")
+_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
+
+
+def _text(value):
+    """A cell's value as text: compact JSON for structures, ``-`` for nothing, yes/no for booleans."""
     if value is None or value == "":
-        text = "-"
-    elif isinstance(value, str):
-        text = value
-    elif isinstance(value, bool):
-        text = "yes" if value else "no"
-    else:
-        text = _CELL_JSON(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return _CELL_JSON(value)
 
 
-def _table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for dummy in header) + "|"]
-    lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
-    return lines
+@functools.lru_cache(maxsize=1 << 16)  # a report repeats most cell texts (layers, statuses, values, remedies)
+def md_escape(text):
+    """``text`` as literal Markdown inline text on one line (CommonMark backslash escapes)."""
+    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), _LINE_BREAKS.sub(" ", text))
+
+
+def html_escape(text):
+    """``text`` for HTML: escaped, NUL as U+FFFD (as CommonMark and HTML parsers read it)."""
+    return _html_escape(text.replace("\x00", "\ufffd"))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _html_text(text):
+    """``text`` escaped for HTML, on one line as in report.md's table cells."""
+    return html_escape(_LINE_BREAKS.sub(" ", text))
+
+
+def _cell(value):
+    """A value in one Markdown table cell."""
+    return md_escape(_text(value))
+
+
+def _md_inline(parts):
+    out = []
+    for part in parts:
+        if isinstance(part, tuple):
+            mark, text = part
+            if mark == "code":
+                fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+                out.append("%s %s %s" % (fence, _LINE_BREAKS.sub(" ", text), fence))
+                continue
+            text = md_escape(text)
+            out.append("**%s**" % text if mark == "strong" else "*%s*" % text if mark == "em" else text)
+        else:
+            out.append(md_escape(part))
+    return "".join(out)
+
+
+def _md_cell(value):
+    if isinstance(value, tuple):
+        return _md_inline([value])
+    return md_escape(_text(value))
+
+
+def _fence(text):
+    """A code fence longer than any run of backticks in ``text`` (so the text cannot close it)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def to_markdown(blocks):
+    """report.md's text of the blocks."""
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.extend(["#" * block[1] + " " + _md_inline(block[2]), ""])
+        elif kind == "p":
+            out.extend([_md_inline(block[1]), ""])
+        elif kind == "table":
+            header, rows = block[1], block[2]
+            out.append("| " + " | ".join(md_escape(h) for h in header) + " |")
+            out.append("|" + "|".join("---" for dummy in header) + "|")
+            out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows)
+            out.append("")
+        elif kind == "pre":
+            fence = _fence(block[1])
+            out.extend([fence, block[1].rstrip("\n"), fence, ""])
+    while out and out[-1] == "":
+        out.pop()
+    return "\n".join(out) + "\n"
+
+
+_STATUS_CLASS = {"FAIL": "fail", "DRIFT": "drift", "unknown": "unknown"}
+
+
+def _html_inline(parts):
+    out = []
+    for part in parts:
+        if isinstance(part, tuple):
+            mark, text = part
+            css = _STATUS_CLASS.get(text)
+            attr = ' class="%s"' % css if css else ""
+            out.append("<%s%s>%s</%s>" % (mark, attr, _html_text(text), mark) if mark else _html_text(text))
+        else:
+            out.append(_html_text(part))
+    return "".join(out)
+
+
+def _html_cell(value):
+    if isinstance(value, tuple):
+        return _html_inline([value])
+    return _html_text(_text(value))
+
+
+HTML_STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5em; color: #1b1f24; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.3em; border-bottom: 1px solid #d0d7de; padding-bottom: .2em; margin-top: 1.6em; }
+h3 { font-size: 1.1em; }
+table { border-collapse: collapse; margin: .6em 0 1em; font-size: 13px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+th { background: #f3f5f7; } tr:nth-child(even) td { background: #fafbfc; }
+pre { background: #f6f8fa; padding: .6em; overflow-x: auto; font-size: 12px; }
+.fail { color: #b42318; } .drift { color: #9a6700; } .unknown { color: #57606a; }
+"""
+
+
+def to_html(blocks, title="RDMA node audit"):
+    """A self-contained HTML page of the blocks (inline CSS, nothing loaded, no script may run)."""
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           # no script, no remote resource, whatever a value holds: only this page's own inline style applies
+           '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           "<title>%s</title>" % html_escape(title), "<style>%s</style>" % HTML_STYLE, "</head>", "<body>"]
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append("<h%d>%s</h%d>" % (block[1], _html_inline(block[2]), block[1]))
+        elif kind == "p":
+            out.append("<p>%s</p>" % _html_inline(block[1]))
+        elif kind == "table":
+            out.append("<table>\n<thead>\n<tr>%s</tr>\n</thead>\n<tbody>" % "".join(
+                "<th>%s</th>" % html_escape(h) for h in block[1]))
+            out.extend("<tr>%s</tr>" % "".join("<td>%s</td>" % _html_cell(c) for c in row) for row in block[2])
+            out.append("</tbody>\n</table>")
+        elif kind == "pre":
+            out.append("<pre><code>%s</code></pre>" % html_escape(block[1].rstrip("\n")))
+    out.extend(["</body>", "</html>"])
+    return "\n".join(out) + "\n"
 
 
 def check_name(check):
@@ -114,38 +279,189 @@ def check_name(check):
     return check["id"] + ("[%s]" % check["subject"] if check.get("subject") else "")
 
 
-def markdown(report):
-    """report.md: the inventory summary, then per host a table of checks (problems first) and its GPU-NIC matrix."""
+_RESTART = re.compile(r"^(restart [a-z][a-z ]*?)(?= \(|:| in |,|$)")
+
+
+def pending_action(check):
+    """What a drifting check waits for when provisioning already did its part: ``"reboot"``, ``"restart <unit>"``,
+    ``"firmware reset"``, or None (the check needs a role run, or is not drift).  Read from the judges' remedies,
+    which name the reboot or restart first when nothing else is left to do (tests hold the judges to it)."""
+    if check.get("status") != "drift":
+        return None
+    if check.get("id") == "firmware.pending":
+        return "firmware reset or power cycle"
+    remedy = check.get("remedy") or ""
+    if remedy.startswith("reboot"):
+        return "reboot"
+    match = _RESTART.match(remedy)
+    if match:
+        return match.group(1)
+    if check.get("id") == "netns.mode" and check.get("persisted") == check.get("desired") is not None:
+        return "reboot"  # persisted, not live: the role switches only a node without network namespaces
+    return None
+
+
+def _names(names, total=None):
+    """At most NAMES_SHOWN host names, then how many more."""
+    total = len(names) if total is None else total
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown + (" and %d more" % (total - NAMES_SHOWN) if total > NAMES_SHOWN else "")
+
+
+def _hosts(count):
+    return "1 host" if count == 1 else "%d hosts" % count
+
+
+def summary_blocks(report):
+    """The inventory at a glance: hosts by status, the checks not ok by how many hosts they concern, the hosts
+    waiting for a reboot or a restart, the hosts that could not be audited."""
+    hosts = report["hosts"]
+    by_status = dict((s, []) for s in STATUSES)
+    groups = {}
+    pending = {}
+    unknown = []
+    for name, host in hosts.items():
+        by_status[host["status"]].append(name)
+        if host.get("summary") is None:  # no facts: every layer unknown, listed once below with the reason
+            unknown.append((name, host, host["checks"][0] if host["checks"] else None))
+            continue
+        seen = set()
+        waits = set()
+        first_unknown = None
+        for check in host["checks"]:
+            status = check["status"]
+            if status == "ok":
+                continue
+            key = (check["id"], status)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {"layer": check["layer"], "hosts": [], "remedies": {}}
+            if key not in seen:
+                seen.add(key)
+                group["hosts"].append(name)
+            remedy = check.get("remedy") or check.get("detail")
+            if remedy:
+                group["remedies"][remedy] = group["remedies"].get(remedy, 0) + 1
+            action = pending_action(check)
+            if action:
+                waits.add(action)
+            if status == "unknown" and first_unknown is None:
+                first_unknown = check
+        for action in waits:
+            pending.setdefault(action, []).append(name)
+        if first_unknown is not None:
+            unknown.append((name, host, first_unknown))
+    out = [("h", 2, ["Summary"])]
+    out.append(("table", ["status", "hosts", "which"], [
+        [_MARK[s] if s != "ok" else "ok", len(by_status[s]), _names(by_status[s]) if s != "ok" else None]
+        for s in ("fail", "unknown", "drift", "ok")]))
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]["hosts"]), _ORDER[kv[0][1]], kv[0][0]))
+    if ranked:
+        out.append(("p", ["Checks not ok, by the number of hosts (%s of %d):" % (
+            "top %d" % TOP_CHECKS if len(ranked) > TOP_CHECKS else "all", len(ranked))]))
+        out.append(("table", ["check", "layer", "status", "hosts", "remedy / detail (most common)", "which"], [
+            [check_id, group["layer"], _MARK[status], len(group["hosts"]),
+             max(sorted(group["remedies"]), key=lambda r: group["remedies"][r]) if group["remedies"] else None,
+             _names(group["hosts"])]
+            for (check_id, status), group in ranked[:TOP_CHECKS]]))
+    else:
+        out.append(("p", ["Every check of every host is ok."]))
+    waiting = sorted(set(n for names in pending.values() for n in names))
+    if waiting:
+        out.append(("p", ["Waiting for a reboot or a restart (%s; provisioning has done its part):" % _hosts(len(waiting))]))
+        out.append(("table", ["action", "hosts", "which"],
+                    [[action, len(pending[action]), _names(pending[action])] for action in sorted(pending)]))
+    if unknown:
+        out.append(("p", ["Not audited or not fully readable (%s):" % _hosts(len(unknown))]))
+        rows = []
+        for name, host, check in unknown[:UNKNOWN_ROWS]:
+            reason = (check.get("detail") or check.get("remedy") or check_name(check)) if check else host["status"]
+            what = "no facts" if host.get("summary") is None else "%d checks unknown, first %s" % (
+                host["counts"]["unknown"], check_name(check) if check else "-")
+            rows.append([name, what, reason])
+        if len(unknown) > UNKNOWN_ROWS:
+            rows.append(["... and %d more" % (len(unknown) - UNKNOWN_ROWS), None, "see the inventory table"])
+        out.append(("table", ["host", "what", "reason"], rows))
+    return out
+
+
+def report_blocks(report):
+    """The blocks of report.md: title, summary, the inventory table, then per host its checks that are not ok
+    (the ok ones counted by layer; report.json and junit.xml have every check) and its GPU-NIC matrix."""
     summary = report["summary"]
-    out = ["# RDMA node audit", ""]
+    intro = []
     if report.get("generated"):
-        out.append("Generated %s. " % report["generated"])
-    out.append("Hosts: %d, status **%s**. Hosts by status: %s. Checks by status: %s." % (
-        summary["hosts"], summary["status"],
-        ", ".join("%s %d" % (s, summary["hosts_by_status"][s]) for s in STATUSES),
-        ", ".join("%s %d" % (s, summary["checks_by_status"][s]) for s in STATUSES)))
-    out.extend(["", "## Inventory", ""])
+        intro.append("Generated %s. " % report["generated"])
+    intro.extend(["Hosts: %d, status " % summary["hosts"], ("strong", summary["status"]),
+                  ". Hosts by status: %s. Checks by status: %s." % (
+                      ", ".join("%s %d" % (s, summary["hosts_by_status"][s]) for s in STATUSES),
+                      ", ".join("%s %d" % (s, summary["checks_by_status"][s]) for s in STATUSES))])
+    out = [("h", 1, ["RDMA node audit"]), ("p", intro)]
+    out.extend(summary_blocks(report))
+    out.append(("h", 2, ["Inventory"]))
     rows = []
     for name, host in report["hosts"].items():
         info = host.get("summary") or {}
-        rows.append([name, _MARK[host["status"]], host["counts"]["ok"], host["counts"]["drift"], host["counts"]["fail"],
-                     host["counts"]["unknown"], info.get("netns_mode"), info.get("gpudirect"),
-                     info.get("gpus"), info.get("rdma_devices"), info.get("vfs")])
-    out.extend(_table(["host", "status", "ok", "drift", "fail", "unknown", "netns", "GPUDirect", "GPUs", "NICs", "VFs"],
-                      rows))
+        counts = host["counts"]
+        rows.append([name, _MARK[host["status"]], counts["ok"], counts["drift"], counts["fail"], counts["unknown"],
+                     info.get("netns_mode"), info.get("gpudirect"), info.get("gpus"), info.get("rdma_devices"),
+                     info.get("vfs")])
+    out.append(("table", ["host", "status", "ok", "drift", "fail", "unknown", "netns", "GPUDirect", "GPUs", "NICs",
+                          "VFs"], rows))
+    header = ["check", "layer", "status", "desired", "live", "persisted", "remedy / detail"]
     for name, host in report["hosts"].items():
-        out.extend(["", "## %s: %s" % (name, host["status"]), ""])
+        out.append(("h", 2, ["%s: %s" % (name, host["status"])]))
         if host.get("audit") == "facts_only":
-            out.extend(["Facts-only audit (no desired state): known-bad conditions only.", ""])
-        order = {"fail": 0, "unknown": 1, "drift": 2, "ok": 3}
-        checks = sorted(host["checks"], key=lambda c: order[c["status"]])
-        out.extend(_table(["check", "layer", "status", "desired", "live", "persisted", "remedy / detail"],
-                          [[check_name(c), c["layer"], _MARK[c["status"]], c["desired"], c["live"], c["persisted"],
-                            "; ".join(t for t in (c.get("remedy"), c.get("detail")) if t)] for c in checks]))
+            out.append(("p", ["Facts-only audit (no desired state): known-bad conditions only."]))
+        bad = []
+        good = {}
+        for check in host["checks"]:
+            if check["status"] == "ok":
+                good[check["layer"]] = good.get(check["layer"], 0) + 1
+            else:
+                bad.append(check)
+        if bad:
+            bad.sort(key=lambda c: _ORDER[c["status"]])
+            out.append(("table", header, [
+                [check_name(c), c["layer"], _MARK[c["status"]], c["desired"], c["live"], c["persisted"],
+                 "; ".join(t for t in (c.get("remedy"), c.get("detail")) if t)] for c in bad]))
+        if good:
+            out.append(("p", ["%d checks ok (%s)." % (sum(good.values()), ", ".join(
+                "%s %d" % (layer, count) for layer, count in sorted(good.items())))]))
         matrix = (host.get("summary") or {}).get("topo_matrix")
         if matrix:
-            out.extend(["", "GPU to NIC affinity (as `nvidia-smi topo -m`):", "", "```", matrix.rstrip("\n"), "```"])
-    return "\n".join(out) + "\n"
+            out.append(("p", ["GPU to NIC affinity (as ", ("code", "nvidia-smi topo -m"), "):"]))
+            out.append(("pre", matrix))
+    return out
+
+
+def markdown(report):
+    """report.md (see :func:`report_blocks`)."""
+    return to_markdown(report_blocks(report))
+
+
+def html_title(report):
+    """The HTML page's title: the verdict at a glance (a browser tab, a CI artefact list)."""
+    return "RDMA node audit: %d hosts, %s" % (report["summary"]["hosts"], report["summary"]["status"])
+
+
+def html(report):
+    """report.html: report.md as one self-contained HTML page."""
+    return to_html(report_blocks(report), html_title(report))
+
+
+# characters XML 1.0 does not allow, even escaped (a node file's control characters): written as U+FFFD
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_chars(text):
+    return _XML_INVALID.sub("\ufffd", text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _xml_attr(text):
+    """``text`` as a quoted XML attribute value (check names repeat on every host)."""
+    return quoteattr(_xml_chars(text))
 
 
 def junit(report, suite="rdma.k8s_node audit"):
@@ -157,18 +473,26 @@ def junit(report, suite="rdma.k8s_node audit"):
     for name, host in report["hosts"].items():
         counts = host["counts"]
         lines.append('  <testsuite name=%s tests="%d" failures="%d" errors="%d" skipped="0">' % (
-            quoteattr(name), len(host["checks"]), counts["drift"] + counts["fail"], counts["unknown"]))
+            _xml_attr(name), len(host["checks"]), counts["drift"] + counts["fail"], counts["unknown"]))
+        classnames = {}
         for check in host["checks"]:
-            classname = quoteattr("%s.%s" % (name, check["layer"]))
-            lines.append('    <testcase classname=%s name=%s>' % (classname, quoteattr(check_name(check))))
+            layer = check["layer"]
+            classname = classnames.get(layer)
+            if classname is None:
+                classname = classnames[layer] = _xml_attr("%s.%s" % (name, layer))
+            status = check["status"]
+            if status == "ok":  # nothing but the name: the body is written for failures and errors only
+                lines.append('    <testcase classname=%s name=%s/>' % (classname, _xml_attr(check_name(check))))
+                continue
+            lines.append('    <testcase classname=%s name=%s>' % (classname, _xml_attr(check_name(check))))
             body = "desired: %s\nlive: %s\npersisted: %s\nremedy: %s\ndetail: %s" % tuple(
                 _JUNIT_JSON(check.get(k)) for k in ("desired", "live", "persisted", "remedy", "detail"))
-            message = check.get("remedy") or check.get("detail") or check["status"]
-            if check["status"] in ("drift", "fail"):
+            message = check.get("remedy") or check.get("detail") or status
+            if status in ("drift", "fail"):
                 lines.append('      <failure type=%s message=%s>%s</failure>' % (
-                    quoteattr(check["status"]), quoteattr(message), escape(body)))
-            elif check["status"] == "unknown":
-                lines.append('      <error type="unknown" message=%s>%s</error>' % (quoteattr(message), escape(body)))
+                    quoteattr(status), _xml_attr(message), escape(_xml_chars(body))))
+            elif status == "unknown":
+                lines.append('      <error type="unknown" message=%s>%s</error>' % (_xml_attr(message), escape(_xml_chars(body))))
             lines.append("    </testcase>")
         lines.append("  </testsuite>")
     lines.append("</testsuites>")

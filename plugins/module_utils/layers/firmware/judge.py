@@ -96,6 +96,18 @@ def _signature(card):
     return tuple(sorted((name, row[1]) for name, row in (card.get("params") or {}).items() if _plan.MANAGED.match(name)))
 
 
+# hosts named in the inventory check's detail; the rest are counted (the detail is repeated on every drifting host)
+HOSTS_NAMED = 5
+
+
+def host_list(names):
+    """``a, b, c`` or, past :data:`HOSTS_NAMED`, ``12 hosts: a, b, c, d, e and 7 more`` (sorted)."""
+    names = sorted(names)
+    if len(names) <= HOSTS_NAMED:
+        return ", ".join(names)
+    return "%d hosts: %s and %d more" % (len(names), ", ".join(names[:HOSTS_NAMED]), len(names) - HOSTS_NAMED)
+
+
 def inventory_judge(hosts):
     """``{host: [checks]}``: ``firmware.inventory[<model>]`` on every host with a card of that model whose parameters
     were read; ``drift`` on the hosts whose managed parameters (Current) differ from the model's most common
@@ -106,6 +118,10 @@ def inventory_judge(hosts):
             if card.get("params") and card.get("device_type"):
                 seen.setdefault(card["device_type"], {}).setdefault(_signature(card), []).append(name)
     out = dict((name, []) for name in hosts)
+    common_hosts = {}
+    for model, configs in seen.items():  # once per model: named on every drifting host, in full it grew with N^2
+        common = max(sorted(configs), key=lambda sig: len(configs[sig]))
+        common_hosts[model] = host_list(set(configs[common]))
     for name, section in sorted(hosts.items()):
         mine = {}
         for card in ((section or {}).get("cards") or {}).values():
@@ -127,5 +143,5 @@ def inventory_judge(hosts):
                 "give every %s the same nic_firmware_nics settings (the inventory's most common ones are the desired "
                 "column) and run the nic_firmware role" % model,
                 "%s runs %d configurations across the inventory; hosts with the most common one: %s"
-                % (model, len(configs), ", ".join(sorted(set(configs[common]))))))
+                % (model, len(configs), common_hosts[model])))
     return out

@@ -340,6 +340,18 @@ def model_of(nic):
     return nic.get("hca_type") or nic.get("pci_id") or None
 
 
+# hosts named in an inventory check's detail; the rest are counted (the detail is repeated on every host concerned)
+HOSTS_NAMED = 5
+
+
+def host_list(names):
+    """``a, b, c`` or, past :data:`HOSTS_NAMED`, ``12 hosts: a, b, c, d, e and 7 more`` (sorted)."""
+    names = sorted(names)
+    if len(names) <= HOSTS_NAMED:
+        return ", ".join(names)
+    return "%d hosts: %s and %d more" % (len(names), ", ".join(names[:HOSTS_NAMED]), len(names) - HOSTS_NAMED)
+
+
 def inventory_judge(hosts):
     """``{host: [checks]}``: ``health.firmware[<model>]`` on every host with a NIC of that model, ``fail`` when the
     model runs more than one ``fw_ver`` across the inventory (a host with two versions on one model too).
@@ -353,6 +365,9 @@ def inventory_judge(hosts):
             if model and nic.get("fw_ver"):
                 versions.setdefault(model, {}).setdefault(nic["fw_ver"], set()).add(name)
     out = dict((name, []) for name in hosts)
+    # one text per model, made once: with the hosts named in full on every host the report grew with N^2
+    spreads = dict((model, "; ".join("%s on %s" % (version, host_list(seen[version])) for version in sorted(seen)))
+                   for model, seen in versions.items() if len(seen) > 1)
     for name, section in sorted(hosts.items()):
         mine = {}
         for nic in (section or {}).get("nics") or []:
@@ -368,7 +383,7 @@ def inventory_judge(hosts):
                 out[name].append(_check("health.firmware", "ok", model, "one fw_ver per model", live))
                 continue
             common = max(sorted(seen), key=lambda version: len(seen[version]))
-            spread = "; ".join("%s on %s" % (version, ", ".join(sorted(seen[version]))) for version in sorted(seen))
+            spread = spreads[model]
             out[name].append(_check("health.firmware", "fail", model, common, live,
                                     "update the firmware of every %s to one version (mlxfwmanager, or the "
                                     "vendor's firmware bundle)" % model,

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rdma.k8s_node.plugins.filter import rdma_audit as F
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_report
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 hwsim = pytest.importorskip("hwsim")
@@ -110,8 +111,9 @@ def test_markdown_and_junit_agree_with_the_report(roce_facts):
     report = F.rdma_audit(["n<1>", "n2"], hostvars, generated="2026-11-30T10:00:00Z")
     text = F.rdma_audit_markdown(report)
     assert text.startswith("# RDMA node audit\n")
-    assert "| n<1> | **FAIL** |" in text or "| n<1> | *unknown* |" in text or "| n<1> | **DRIFT** |" in text
-    assert "facts.read[/sys/x\\|y]" in text  # pipes escaped inside a table cell
+    assert "| n\\<1\\> | **FAIL** |" in text or "| n\\<1\\> | *unknown* |" in text or "| n\\<1\\> | **DRIFT** |" in text
+    assert "facts.read\\[/sys/x\\|y\\]" in text  # pipes (and link brackets) escaped inside a table cell
+    assert "Permission \\<denied\\> & more" in text  # no raw HTML
     assert "GPU0" in text and "NIC Legend" in text  # the topo matrix of the RoCE node (2 GPUs)
     root = ET.fromstring(F.rdma_audit_junit(report))
     cases = root.findall("./testsuite/testcase")
@@ -163,16 +165,18 @@ def test_audit_playbook_on_simulated_nodes(tmp_path):
     roce_netns = [c for c in report["hosts"]["roce"]["checks"] if c["id"] == "netns.mode"][0]
     assert (roce_netns["status"], roce_netns["desired"], roce_netns["live"]) == ("drift", "exclusive", "shared")
     assert report["hosts"]["dgx"]["status"] == "drift"  # power-on sysctls differ from the role defaults
-    assert (tmp_path / "out" / "report.md").read_text().count("\n## ") == 5  # inventory + 4 hosts
+    assert (tmp_path / "out" / "report.md").read_text().count("\n## ") == 6  # summary, inventory, 4 hosts
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<h2>roce: fail</h2>" in page
     ET.parse(str(tmp_path / "out" / "junit.xml"))
     # the RoCE archetype's GPUs reach the NIC only through the host bridge: NCCL would not use GPUDirect there
     affinity = [c for c in report["hosts"]["roce"]["checks"] if c["id"] == "topology.gpu_nic"]
     assert [(c["status"], c["live"]) for c in affinity] == [("fail", {"mlx5_0": "PHB"})] * 2
     assert "audit: 4 hosts, status fail (hosts: drift 1, fail 1, unknown 2)" in done.stdout
 
-    # the rendering is the same as to_nice_json's, sorted, with a final newline
+    # sorted, indented down to the checks, one line per check, a final newline (test__audit_report_json.py)
     text = (tmp_path / "out" / "report.json").read_text()
-    assert text == json.dumps(report, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False) + "\n"
+    assert text == _audit_report.json_document(report) + "\n"
 
     # the role's options are checked (once) before anything runs
     bad = subprocess.run(argv + ["-e", "rdma_audit_mode=everything"], env=env, capture_output=True, text=True,

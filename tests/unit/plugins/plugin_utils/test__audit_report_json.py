@@ -1,7 +1,8 @@
-"""report.json's writer (``_audit_report.json_document``) gives exactly ``json.dumps(indent=2, sort_keys=True,
-separators=(",", ": "), ensure_ascii=False)``: on real audit reports of the simulator's archetypes, on every JSON
-type and odd string, and it leaves what is not plain JSON (other key types, other value types) to the json module,
-errors included.  The Markdown and JUnit cells keep json.dumps' text too."""
+"""report.json's writer (``_audit_report.json_document``) gives ``json.dumps(indent=2, sort_keys=True,
+separators=(",", ": "), ensure_ascii=False)`` down to the checks and each value at depth 4 (a check) on one compact
+line (``json.dumps(sort_keys=True, separators=(", ", ": "), ensure_ascii=False)``): on real audit reports of the
+simulator's archetypes, on every JSON type and odd string, and it leaves what is not plain JSON (other key types,
+other value types) to the json module, errors included.  The Markdown and JUnit cells keep json.dumps' text too."""
 
 import json
 import math
@@ -15,8 +16,31 @@ from ansible_collections.rdma.k8s_node.plugins.modules.rdma_facts import layer_f
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report
 
 
-def reference(value):
+def indented(value):
     return json.dumps(value, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+
+
+def reference(value):
+    """The json module's indented text with every dict or list at depth 4 swapped for its compact text."""
+    compact = []
+
+    def swap(item, depth):
+        if depth >= 4 and type(item) in (dict, list, tuple):
+            compact.append(json.dumps(item, sort_keys=True, separators=(", ", ": "), ensure_ascii=False))
+            return "\x00%d\x00" % (len(compact) - 1)
+        if type(item) is dict:
+            return dict((k, swap(v, depth + 1)) for k, v in item.items())
+        if type(item) in (list, tuple):
+            return [swap(v, depth + 1) for v in item]
+        return item
+
+    try:
+        text = indented(swap(value, 0))
+    except TypeError:  # keys the json module sorts or writes differently: it writes all of it
+        return indented(value)
+    for index, line in enumerate(compact):
+        text = text.replace('"\\u0000%d\\u0000"' % index, line)
+    return text
 
 
 @pytest.fixture(scope="module", name="report")
@@ -37,6 +61,11 @@ def test_real_reports_are_written_as_json_dumps_writes_them(report):
     text = _audit_report.json_document(report)
     assert text == reference(report)
     assert json.loads(text) == report and report["hosts"]["dgx-h100-degraded"]["checks"]
+    # one line per check, indented under its host's "checks"
+    checks = [check for host in report["hosts"].values() for check in host["checks"]]
+    lines = [line for line in text.splitlines() if line.startswith("        {")]
+    assert len(lines) == sum(len(h["checks"]) for h in report["hosts"].values())
+    assert all(json.loads(line.rstrip(",")) in checks for line in lines)
 
 
 ODD = [
@@ -65,7 +94,7 @@ class Subclass(dict):
 @pytest.mark.parametrize("value", [{1: "int key", 2: "b"}, {None: 1}, {"a": Subclass(b=1)}, {"a": 1.5}, {True: 0}],
                          ids=["int keys", "none key", "dict subclass", "plain float", "bool key"])
 def test_what_is_not_plain_json_goes_to_the_json_module(value):
-    assert _audit_report.json_document(value) == reference(value)
+    assert _audit_report.json_document(value) == indented(value)
 
 
 def test_errors_are_the_json_modules():

@@ -1,0 +1,121 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""rdma_audit_report: the audit's comparison and its report files in one controller-side task.
+
+Done as a ``set_fact`` with the ``rdma_audit`` filter and a ``copy`` loop over the report filters, ansible-core
+2.19 finalizes the filter's report value by value through the template engine (about 4 us a value, some 1,000
+values per host), and each report filter reads it back through lazy containers; this action builds the report as
+plain data, writes report.json, report.md, report.html and junit.xml itself (atomically) and returns the report as
+its result (``register: rdma_audit_report``), which Ansible deep-copies once.  See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_hosts
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_report
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _defaults
+
+FORMATS = ("json", "md", "html", "junit")
+FILE_NAMES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
+_SPEC = {
+    "hosts": {"type": "list", "elements": "str", "required": True},
+    "mode": {"type": "str", "default": "desired", "choices": list(_audit_hosts.MODES)},
+    "layers": {"type": "list", "elements": "str", "default": []},
+    "dest": {"type": "path"},
+    "formats": {"type": "list", "elements": "str", "default": list(FORMATS), "choices": list(FORMATS)},
+    "summary_lines": {"type": "int", "default": 20},
+    "result_var": {"type": "str", "default": "rdma_audit__facts"},
+    "desired_var": {"type": "str", "default": "rdma_audit__desired"},
+}
+
+
+def write_file(path, text, mode=0o644):
+    """Write ``text`` to ``path`` atomically (a temporary file in the same directory, then rename)."""
+    directory = os.path.dirname(path) or "."
+    handle, temp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
+def write_reports(report, directory, formats=FORMATS):
+    """``{format: path}`` of the report files written into ``directory`` (created when missing)."""
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    written = {}
+    blocks = _audit_report.report_blocks(report) if {"md", "html"} & set(formats) else None
+    for kind in formats:
+        if kind == "json":
+            text = _audit_report.json_document(report) + "\n"
+        elif kind == "md":
+            text = _audit_report.to_markdown(blocks)
+        elif kind == "html":
+            text = _audit_report.to_html(blocks, _audit_report.html_title(report))
+        else:
+            text = _audit_report.junit(report)
+        path = os.path.join(directory, FILE_NAMES[kind])
+        write_file(path, text)
+        written[kind] = path
+    return written
+
+
+class ActionModule(ActionBase):
+    """Audit ``hosts`` from their registered rdma_facts results; write the reports; return the report."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True  # it reads registered results and writes controller-side files only
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        validated = ArgumentSpecValidator(_SPEC).validate(self._task.args)
+        if validated.error_messages:
+            raise AnsibleActionFail("rdma_audit_report: %s" % "; ".join(validated.error_messages))
+        params = validated.validated_parameters
+        problem = _audit_hosts.check_arguments(params["hosts"], params["mode"], params["layers"])
+        if problem:
+            raise AnsibleActionFail("rdma_audit_report: %s" % problem)
+        hostvars = task_vars.get("hostvars")
+        if hostvars is None:
+            raise AnsibleActionFail("rdma_audit_report: no hostvars in the task's variables")
+        defaults = _defaults.role_defaults()
+        spec = {}
+        for name in params["hosts"]:
+            spec[name] = _audit_hosts.host_spec(hostvars[name], params["mode"], params["layers"], defaults,
+                                                params["result_var"], params["desired_var"])
+        generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            report = _audit.audit(spec, generated=generated)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise AnsibleActionFail("rdma_audit_report: %s" % exc) from exc
+        del spec
+        files = {}
+        if params["dest"]:
+            try:
+                files = write_reports(report, params["dest"], params["formats"])
+            except OSError as exc:
+                raise AnsibleActionFail("rdma_audit_report: cannot write the reports into %s: %s"
+                                        % (params["dest"], exc)) from exc
+        result.update(report)
+        result.update(changed=False, files=files,
+                      summary_lines=_audit_report.short_summary(report, params["summary_lines"]),
+                      # the callbacks get a censored copy instead of a deep copy of every value (the report is in
+                      # the files and in the registered variable); a failure above keeps its message
+                      _ansible_no_log=True)
+        return result

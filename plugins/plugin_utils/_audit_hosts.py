@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The audit's input from Ansible's host variables: each host's registered rdma_facts result and desired state, as
+the plain ``{host: {"facts", "desired", "layers", "error"}}`` that ``_audit.audit`` takes.  Shared by the
+``rdma_audit`` filter and the ``rdma_audit_report`` action."""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+from collections.abc import Mapping
+
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._hostvars import plain as _plain
+
+# what the role's vars lookup (and rdma_audit_gather) gives for a variable that is not set
+UNSET = "__unset__"
+MODES = ("desired", "facts_only")
+
+
+def facts_of(registered):
+    """``(facts, error)`` from the registered rdma_facts result of one host."""
+    if not isinstance(registered, Mapping):
+        return None, "rdma_facts did not run on this host (it failed or was unreachable before the audit)"
+    if registered.get("unreachable"):
+        return None, "unreachable: %s" % registered.get("msg", "")
+    if registered.get("failed"):
+        return None, "rdma_facts failed: %s" % registered.get("msg", "")
+    facts = (registered.get("ansible_facts") or {}).get("rdma")
+    if not isinstance(facts, Mapping):
+        # failed_when: false keeps the host in the play; the module's message says why
+        return None, "rdma_facts failed: %s" % registered.get("msg", "no facts returned")
+    return facts, None
+
+
+def check_arguments(hosts, mode, layers):
+    """The error message of bad audit arguments, or None."""
+    if mode not in MODES:
+        return "mode must be desired or facts_only, got %r" % (mode,)
+    if isinstance(hosts, (str, bytes)) or not all(isinstance(h, str) for h in hosts or []):
+        return "hosts must be a list of inventory host names, got %r" % (hosts,)
+    bad = [layer for layer in layers or [] if layer not in _audit.LAYERS]
+    if bad:
+        return "unknown layers %s (known: %s)" % (bad, ", ".join(_audit.LAYERS))
+    return None
+
+
+def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", desired_var="rdma_audit__desired"):
+    """One host's entry of ``_audit.audit``'s input from its variables (a mapping: ``hostvars[name]``)."""
+    registered = hvars.get(result_var)
+    facts, error = facts_of(registered)
+    desired = None
+    if mode == "desired":
+        # rdma_audit_gather (or a per-host set_fact) saw play vars and role params too; hostvars alone see
+        # inventory and -e
+        given = registered.get("rdma_audit_desired") if isinstance(registered, Mapping) else None
+        if not isinstance(given, Mapping):
+            given = hvars.get(desired_var)
+        if not isinstance(given, Mapping):
+            given = dict((var, hvars[var]) for var in _audit.DESIRED_VARS if var in hvars)
+        desired = dict((var, _plain(given[var]) if given.get(var, UNSET) not in (None, UNSET) else defaults.get(var))
+                       for var in _audit.DESIRED_VARS)
+    # a per-host value the role's run_once option check did not see is checked per host (_audit.host_layers)
+    return {"facts": _plain(facts) if facts is not None else None, "desired": desired,
+            "layers": _plain(hvars.get("rdma_audit_layers")) or layers, "error": error}
