@@ -96,6 +96,13 @@ def rdma_validate_nccl_command(facts, configured=None):
     return _validate.nccl_command(_plain(configured), _plain(facts))
 
 
+def rdma_validate_nccl_env(probe, base=None, roce=None):
+    """Step 4's environment on one node: ``base`` (rdma_validate_nccl_env) plus NCCL_IB_TC (DSCP x 4), NCCL_IB_SL
+    (priority) and NCCL_IB_GID_INDEX (the probed RoCE v2 index) when its rails are RoCE (``roce``: the roce_qos
+    desired state, ``{dscp, priority}``)."""
+    return _validate.nccl_env(_plain(base), _plain(probe), _plain(roce))
+
+
 def rdma_validate_server_lifetime(the_plan, timeout, start_timeout):
     """Seconds a server lives (GNU timeout): long enough for every client job of the plan to run in turn."""
     return _validate.server_lifetime(_plain(the_plan), timeout, start_timeout)
@@ -163,6 +170,7 @@ class FilterModule:  # pylint: disable=too-few-public-methods
             "rdma_validate_plan": rdma_validate_plan,
             "rdma_validate_server_lifetime": rdma_validate_server_lifetime,
             "rdma_validate_nccl_command": rdma_validate_nccl_command,
+            "rdma_validate_nccl_env": rdma_validate_nccl_env,
             "rdma_validate_report": rdma_validate_report,
             "rdma_validate_markdown": rdma_validate_markdown,
             "rdma_validate_junit": rdma_validate_junit,

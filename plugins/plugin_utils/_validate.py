@@ -624,6 +624,26 @@ def nccl_command(configured, facts):
     return {"command": NCCL_DEFAULT + ["-g", str(gpus)], "gpus": gpus, "skip": None}
 
 
+def nccl_env(base, probe, roce):
+    """The environment of the node's NCCL run: ``base`` (the operator's ``rdma_validate_nccl_env``) plus, when the
+    probed rails include RoCE ports, what pods on a lossless RoCE fabric use (docs/roce.md): ``NCCL_IB_TC`` = the
+    RoCE DSCP x 4 (the ToS byte the switches classify), ``NCCL_IB_SL`` = the lossless priority, both from the
+    roce_qos desired state (``roce`` = ``{"dscp", "priority"}``), and ``NCCL_IB_GID_INDEX`` = the RoCE v2 GID index
+    the probe chose, when every RoCE rail has the same one (NCCL takes one index for all HCAs; without it NCCL >= 2.21
+    picks the RoCE v2 entry itself).  A variable the operator set in ``base`` is kept as given."""
+    env = dict((str(k), str(v)) for k, v in (base or {}).items())
+    ports = [p for p in ((probe or {}).get("ports") or []) if isinstance(p, dict) and p.get("link_layer") == "Ethernet"]
+    if not ports or not roce:
+        return env
+    derived = {"NCCL_IB_TC": str(int(roce["dscp"]) << 2), "NCCL_IB_SL": str(int(roce["priority"]))}
+    indexes = sorted(set(p.get("gid_index") for p in ports if p.get("gid_index") is not None))
+    if len(indexes) == 1 and all(p.get("gid_index") is not None for p in ports):
+        derived["NCCL_IB_GID_INDEX"] = str(indexes[0])
+    for key, value in derived.items():
+        env.setdefault(key, value)
+    return env
+
+
 # -- node rows (steps 1, 2 and 4) ----------------------------------------------------------------------------------
 # Accepted all_reduce bus bandwidth, % of each rank's share of the rails' line rate (expected_busbw), per link layer:
 # nccl-tests' busbw is comparable with the hardware bandwidth (doc/PERFORMANCE.md); RoCE is given more headroom (ECN/PFC

@@ -1523,7 +1523,6 @@ class Node:
             self._changed()
 
 
-
 def _kv(words: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for word in words:
