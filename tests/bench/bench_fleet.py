@@ -217,16 +217,21 @@ def run_playbook(name: str, argv: list[str], env: dict, log_dir: pathlib.Path, c
         cpu_log.unlink()
     cpu_log.touch()
     log = log_dir / ("%s.log" % name)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
-        done = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, check=False, cwd=str(log_dir))
+        # pylint: disable-next=consider-using-with
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(log_dir))
+        # wait4: this run's own CPU (its whole process tree) and the peak RSS of its largest process (the
+        # ansible-playbook main process, which holds every host's results), not the maximum of earlier runs
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    total = usage.ru_utime + usage.ru_stime
     text = log.read_text(encoding="utf-8", errors="replace")
-    return measurement(name, hosts, wall, total, parse_module_cpu(cpu_log.read_text(encoding="utf-8")),
-                       parse_recap(text), done.returncode, str(log))
+    row = measurement(name, hosts, wall, total, parse_module_cpu(cpu_log.read_text(encoding="utf-8")),
+                      parse_recap(text), proc.returncode, str(log))
+    row["peak_rss_mb"] = round(usage.ru_maxrss / 1024.0, 1)  # KiB on Linux
+    return row
 
 
 def measurement(name: str, hosts: int, wall: float, total_cpu: float, modules: dict, recap: dict, rc: int,
@@ -254,21 +259,30 @@ def node_python() -> str:
 
 
 def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], config: pathlib.Path | None,
-              forks: int | None, python: str = sys.executable) -> dict:
-    """One audit or baseline run on the first ``len(roots)`` hosts, the modules run by ``python``."""
+              forks: int | None, python: str = sys.executable, tree: pathlib.Path | None = None,
+              label: str | None = None) -> dict:
+    """One audit or baseline run on the first ``len(roots)`` hosts, the modules run by ``python``; with ``tree`` (a
+    directory holding ``ansible_collections/rdma/k8s_node``, e.g. another revision) that tree's audit playbook and
+    collection instead of the work tree's."""
     count = len(roots)
-    run_dir = workdir / "runs" / ("%s-%d" % (kind, count))
+    name = label or kind
+    run_dir = workdir / "runs" / ("%s-%d" % (name.replace("@", "-"), count))
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     cpu_log = run_dir / "module-cpu.log"
     interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python)
     inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter)
-    argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOKS[kind]),
+    playbook = PLAYBOOKS[kind]
+    env = ansible_env(workdir, config)
+    if tree is not None:
+        playbook = tree / "ansible_collections" / "rdma" / "k8s_node" / "playbooks" / (playbook.name)
+        env["ANSIBLE_COLLECTIONS_PATH"] = "%s:%s" % (tree, env["ANSIBLE_COLLECTIONS_PATH"])
+    argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook),
             "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false",
             "-e", "rdma_audit_dir=%s" % (run_dir / "report"), "-e", "bl_report_dir=%s" % (run_dir / "report")]
     if forks:
         argv += ["--forks", str(forks)]
-    result = run_playbook(kind, argv, ansible_env(workdir, config), run_dir, cpu_log, count)
+    result = run_playbook(name, argv, env, run_dir, cpu_log, count)
     result["findings_per_host"] = findings_per_host(kind, run_dir / "report" / "report.json")
     return result
 
@@ -278,7 +292,7 @@ def findings_per_host(kind: str, report: pathlib.Path) -> float | None:
     if not report.exists():
         return None
     data = json.loads(report.read_text(encoding="utf-8"))
-    if kind == "audit":
+    if kind.startswith("audit"):
         hosts = data["hosts"].values()
         return sum(sum(v for k, v in h["counts"].items() if k != "ok") for h in hosts) / float(len(hosts) or 1)
     return sum(len(v) for v in data.values()) / float(len(data) or 1)
@@ -456,7 +470,7 @@ def ratios(rows: list[dict]) -> None:
     base = dict((r["hosts"], r) for r in rows if r["name"] == "baseline")
     for row in rows:
         ref = base.get(row["hosts"])
-        if row["name"] != "audit" or ref is None:
+        if not row["name"].startswith("audit") or ref is None:
             continue
         row["vs_baseline"] = {
             "controller_cpu_x": _ratio(ref["cpu_controller_s"], row["cpu_controller_s"]),
@@ -466,6 +480,25 @@ def ratios(rows: list[dict]) -> None:
         }
 
 
+def versus_revision(rows: list[dict]) -> list[str]:
+    """Lines comparing each audit row with the audit@REV row of the same N (``--compare``): ours / theirs."""
+    lines = []
+    for row in rows:
+        if row["name"] != "audit":
+            continue
+        for other in rows:
+            if other["name"].startswith("audit@") and other["hosts"] == row["hosts"]:
+                lines.append("N = %d, work tree / %s: controller CPU per host %.1f / %.1f ms = %.2fx, wall %.2fx, "
+                             "peak RSS %.0f / %.0f MB = %.2fx" % (
+                                 row["hosts"], other["name"][len("audit@"):], row["controller_ms_per_host"],
+                                 other["controller_ms_per_host"],
+                                 row["cpu_controller_s"] / other["cpu_controller_s"] if other["cpu_controller_s"] else 0,
+                                 row["wall_s"] / other["wall_s"] if other["wall_s"] else 0,
+                                 row["peak_rss_mb"], other["peak_rss_mb"],
+                                 row["peak_rss_mb"] / other["peak_rss_mb"] if other["peak_rss_mb"] else 0))
+    return lines
+
+
 def _ratio(baseline: float, ours: float) -> float | None:
     return round(baseline / ours, 1) if ours else None
 
@@ -473,17 +506,18 @@ def _ratio(baseline: float, ours: float) -> float | None:
 def table(rows: list[dict], baseline_max: int, sizes: list[int]) -> str:
     """The fleet table (markdown)."""
     lines = ["| run | N | wall s | CPU s (controller + modules) | controller ms/host | module calls/host | "
-             "module ms/call | non-ok checks/host | controller CPU vs baseline | wall vs baseline |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "module ms/call | non-ok checks/host | peak RSS MB | controller CPU vs baseline | wall vs baseline |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if row.get("skipped"):
             continue
         versus = row.get("vs_baseline") or {}
-        lines.append("| %s | %d | %.1f | %.1f (%.1f + %.1f) | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %d | %.1f | %.1f (%.1f + %.1f) | %s | %s | %s | %s | %s | %s | %s |" % (
             row["name"] + ("" if row["rc"] == 0 else " (rc %d)" % row["rc"]), row["hosts"], row["wall_s"],
             row["cpu_total_s"], row["cpu_controller_s"], row["cpu_modules_s"], row["controller_ms_per_host"],
             row["module_calls_per_host"], row["module_ms_per_call"],
             "%.0f" % row["findings_per_host"] if row.get("findings_per_host") is not None else "-",
+            "%.0f" % row["peak_rss_mb"] if row.get("peak_rss_mb") is not None else "-",
             "%s×" % versus["controller_cpu_x"] if versus else "-", "%s×" % versus["wall_x"] if versus else "-"))
     capped = [n for n in sizes if n > baseline_max]
     if capped:
@@ -521,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     parser.add_argument("--facts-vfs", type=int, default=8, help="VFs per SR-IOV PF for 'facts' (8 x 8 PFs = 64)")
     parser.add_argument("--converge-vfs", type=int, default=8, help="VFs per IB PF the converge provisions")
     parser.add_argument("--repeat", type=int, default=20, help="in-process repetitions for 'facts'")
+    parser.add_argument("--compare", help="also run the audit of this revision (git archive) at every N, "
+                                          "interleaved with the work tree's: row audit@REV")
     parser.add_argument("--workdir", help="keep everything here (reused: the fleet is built once)")
     parser.add_argument("--json", help="write the measurements here")
     parser.add_argument("--node-python", default=node_python(),
@@ -552,18 +588,27 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
             extra["fleet_build_s"] = round(time.perf_counter() - start, 2)
             print("fleet: %d %s hosts (%s roots) in %s, built in %.1f s" % (
                 max(sizes), args.archetype, args.roots, workdir, extra["fleet_build_s"]), flush=True)
+            compare = None
+            if args.compare and "audit" in only:
+                import bench_layer_cost  # pylint: disable=import-outside-toplevel
+                compare = bench_layer_cost.export_tree(args.compare, workdir / ("tree-" + args.compare))
             for count in sizes:
-                for kind in ("baseline", "audit"):
-                    if kind not in only:
+                for kind in ("baseline", "compare", "audit"):
+                    if kind not in only and not (kind == "compare" and compare is not None):
                         continue
                     if kind == "baseline" and count > args.baseline_max:
                         print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max), flush=True)
                         continue
-                    row = fleet_run(kind, workdir, roots[:count], config, args.forks, python)
+                    if kind == "compare":
+                        row = fleet_run("audit", workdir, roots[:count], config, args.forks, python, compare,
+                                        "audit@" + args.compare)
+                    else:
+                        row = fleet_run(kind, workdir, roots[:count], config, args.forks, python)
                     rows.append(row)
                     print("%-10s N=%-5d wall %7.1f s  controller %7.1f s (%6.1f ms/host)  modules %7.1f s in %d calls"
-                          "%s" % (kind, count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
-                                  row["cpu_modules_s"], row["module_calls"],
+                          "  peak RSS %.0f MB%s" % (
+                              row["name"], count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
+                              row["cpu_modules_s"], row["module_calls"], row["peak_rss_mb"],
                                   "" if row["rc"] == 0 else "  rc=%d, see %s" % (row["rc"], row["log"])), flush=True)
             ratios(rows)
         if "converge" in only:
@@ -590,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         print()
         if rows:
             print(table(rows, args.baseline_max, sizes))
+            for line in versus_revision(rows):
+                print(line)
         extra["machine"] = machine()
         extra["node_python"] = python
         print("\n%s; config %s; nodes' Python %s; started %s" % (extra["machine"], config or "Ansible defaults",

@@ -117,3 +117,36 @@ def test_sriov_pfs_of_a_rendered_node(tmp_path):
     pfs = B.sriov_pfs(roots[0], 8)
     assert len(pfs) == 8 and all(pf["num_vfs"] == 8 for pf in pfs)  # the 8 InfiniBand rails, not the Ethernet cards
     assert B.sriov_pfs(roots[0], 0) == []
+
+
+def test_run_playbook_measures_each_runs_own_peak_memory_and_cpu(tmp_path):
+    """wait4 per run: a later, smaller run does not report an earlier run's peak (RUSAGE_CHILDREN would)."""
+    log = tmp_path / "cpu.log"
+    big = B.run_playbook("big", [sys.executable, "-c", "x = bytearray(200 * 2 ** 20); x[::4096] = b'1' * len(x[::4096])"],
+                         dict(os.environ), tmp_path, log, 1)
+    small = B.run_playbook("small", [sys.executable, "-c", "sum(range(10 ** 6))"], dict(os.environ), tmp_path, log, 1)
+    assert big["peak_rss_mb"] >= 200 > small["peak_rss_mb"]
+    assert big["rc"] == small["rc"] == 0 and small["cpu_total_s"] > 0
+
+
+def test_versus_revision_lines():
+    ours = dict(B.measurement("audit", 100, 10.0, 6.0, {"calls": 100, "cpu": 2.0, "elapsed": 5.0}, {}, 0), peak_rss_mb=200.0)
+    theirs = dict(B.measurement("audit@abc", 100, 20.0, 10.0, {"calls": 100, "cpu": 2.0, "elapsed": 5.0}, {}, 0),
+                  peak_rss_mb=400.0)
+    (line,) = B.versus_revision([theirs, ours])
+    assert line == ("N = 100, work tree / abc: controller CPU per host 40.0 / 80.0 ms = 0.50x, wall 0.50x, "
+                    "peak RSS 200 / 400 MB = 0.50x")
+
+
+def test_report_bench_synthetic_fleet_is_mixed():
+    import bench_report  # pylint: disable=import-outside-toplevel
+    facts = {"persisted": {}, "layers": {"health": {"nics": [{"name": "mlx5_0", "fw_ver": "28.39.1002"}]}}, "problems": []}
+    hosts = bench_report.synthetic_hosts({"ansible_facts": {"rdma": facts}}, 1000, {"x": 1})
+    assert len(hosts) == 1000
+    kinds = [("down" if h["facts"] is None else "unreadable" if h["facts"]["problems"] else
+              "old-fw" if h["facts"]["layers"]["health"]["nics"][0]["fw_ver"] != "28.39.1002" else
+              "reboot" if h["facts"]["persisted"].get("kernel_cmdline") else "plain") for h in hosts.values()]
+    assert {k: kinds.count(k) for k in set(kinds)} == {"down": 20, "unreadable": 10, "old-fw": 20, "reboot": 79,
+                                                      "plain": 871}
+    assert sum(1 for name in hosts if "<script>" in name or "\n" in name or "|" in name or "`" in name) == 10
+    assert facts["layers"]["health"]["nics"][0]["fw_ver"] == "28.39.1002"  # the input is not changed

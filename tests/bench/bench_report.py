@@ -1,0 +1,185 @@
+"""The audit's controller-side report at N synthetic hosts, for the work tree and a baseline revision, in seconds.
+
+    .venv/bin/python tests/bench/bench_report.py [--hosts 10000] [--baseline REV] [--tree DIR]
+
+``scripts/bench fleet`` cannot reach 10,000 hosts on one machine; the report's cost does not need the nodes. This
+runs ``rdma_facts`` once on the fleet's ``dgx-h100`` node (the AnsiballZ file, as bench_layer_cost does), then, in a
+child process per tree (each imports its own collection), builds N hosts' registered results from that one result
+and times, in plain Python (what the ``rdma_audit_report`` action runs; the filters add Ansible's templar):
+
+* ``audit``: ``_audit.audit`` (the comparison) over the N hosts;
+* one row per report file the tree writes: report.json, report.md, report.html (work tree), junit.xml, and the
+  summary lines;
+* the child's peak RSS (``ru_maxrss``) after the inputs were built and at the end.
+
+The hosts are mixed as an inventory in the middle of a rollout is: every 10th waits for a reboot (the kernel
+arguments in the boot configuration, not live), every 25th on older NIC firmware (``health.firmware`` fails on
+every host of the model: the inventory-wide check), every 50th unreachable, every 97th with an unreadable file,
+one in 100 with a hostile name (``<script>``, ``|``, backticks, a newline).  Unchanged parts of the facts are
+shared between hosts (the audit only reads them), so the memory is the report's, not N copies of the input.
+
+Prints a table with the ratios tree / baseline (same command, interleaved).  Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import pathlib
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BENCH = pathlib.Path(__file__).resolve().parent
+COLLECTIONS = REPO / ".cache" / "collections"
+HOSTILE = ["<script>alert(1)</script>", "a|b", "`tick`", "new\nline"]
+
+
+def synthetic_hosts(result: dict, count: int, desired: dict) -> dict:
+    """``{host: spec}`` of ``_audit.audit`` for ``count`` hosts derived from one rdma_facts result (see module doc)."""
+    facts = result["ansible_facts"]["rdma"]
+    rebooting = dict(facts)
+    rebooting["persisted"] = dict(facts["persisted"] or {})
+    rebooting["persisted"]["kernel_cmdline"] = {"source": "/boot/grub/grub.cfg", "kernel": "/boot/vmlinuz",
+                                                "args": ["ro", "iommu=pt"]}
+    old_fw = dict(facts)
+    old_fw["layers"] = dict(facts["layers"])
+    health = old_fw["layers"]["health"] = copy.deepcopy(facts["layers"]["health"])
+    for nic in health.get("nics") or []:
+        nic["fw_ver"] = "28.36.1010"
+    unreadable = dict(facts)
+    unreadable["problems"] = [{"path": "/sys/class/net/ibp24s0/mtu", "error": "Permission denied"}]
+    hosts = {}
+    for index in range(count):
+        name = "gpu-node-%05d" % index
+        if index % 100 == 99:
+            name += " " + HOSTILE[(index // 100) % len(HOSTILE)]
+        spec = {"facts": facts, "desired": desired, "layers": None, "error": None}
+        if index % 50 == 49:
+            spec = dict(spec, facts=None, error="unreachable: ssh: connect to host %s port 22: No route to host" % name)
+        elif index % 97 == 96:
+            spec["facts"] = unreadable
+        elif index % 25 == 24:
+            spec["facts"] = old_fw
+        elif index % 10 == 9:
+            spec["facts"] = rebooting
+        hosts[name] = spec
+    return hosts
+
+
+def child(tree: str, result_file: str, count: int) -> dict:
+    """Time the tree's audit and report writers over ``count`` synthetic hosts (runs in its own process)."""
+    sys.path[:0] = [tree, str(COLLECTIONS)]
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report, _defaults
+
+    defaults = _defaults.role_defaults()
+    desired = dict((var, defaults.get(var)) for var in _audit.DESIRED_VARS)
+    result = json.loads(pathlib.Path(result_file).read_text(encoding="utf-8"))
+    hosts = synthetic_hosts(result, count, desired)
+    rss_inputs = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    out = {"tree": tree, "hosts": count, "rss_inputs_mb": round(rss_inputs)}
+
+    def timed(name, func):
+        start = time.process_time()
+        value = func()
+        out[name + "_s"] = round(time.process_time() - start, 3)
+        if isinstance(value, str):
+            out[name + "_mb"] = round(len(value.encode("utf-8")) / 1e6, 1)
+        return value
+
+    report = timed("audit", lambda: _audit.audit(hosts, generated="2026-12-02T00:00:00Z"))
+    del hosts
+    out["checks_per_host"] = round(sum(len(h["checks"]) for h in report["hosts"].values()) / float(count), 1)
+    writers = [("json", lambda: _audit_report.json_document(report)), ("md", lambda: _audit_report.markdown(report))]
+    if hasattr(_audit_report, "report_blocks"):  # one document model for report.md and report.html
+        blocks = timed("blocks", lambda: _audit_report.report_blocks(report))
+        writers = [writers[0], ("md", lambda: _audit_report.to_markdown(blocks)),
+                   ("html", lambda: _audit_report.to_html(blocks, _audit_report.html_title(report)))]
+    writers += [("junit", lambda: _audit_report.junit(report)), ("summary", lambda: _audit_report.short_summary(report))]
+    for name, func in writers:
+        timed(name, func)
+    out["report_s"] = round(sum(out.get(name + "_s", 0) for name in ("blocks", "json", "md", "html", "junit", "summary")), 3)
+    out["rss_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+    return out
+
+
+def module_result(work: pathlib.Path, archetype: str) -> pathlib.Path:
+    """One rdma_facts result of the fleet's node (kept in ``work``)."""
+    path = work / "result.json"
+    if not path.exists():
+        sys.path[:0] = [str(COLLECTIONS), str(REPO / "tests"), str(BENCH)]
+        import bench_fleet  # pylint: disable=import-outside-toplevel
+        import bench_layer_cost  # pylint: disable=import-outside-toplevel
+
+        node = bench_fleet.render_template(archetype, work)
+        ansiballz = bench_layer_cost.build_ansiballz(COLLECTIONS, node, work / "az")
+        path.write_text(bench_layer_cost.run_module(ansiballz)[1], encoding="utf-8")
+    return path
+
+
+ROWS = [("audit_s", "comparison (_audit.audit), s"), ("json_s", "report.json, s"), ("md_s", "report.md, s"),
+        ("html_s", "report.html, s"), ("junit_s", "junit.xml, s"), ("summary_s", "summary lines, s"),
+        ("report_s", "report files together, s"), ("json_mb", "report.json, MB"), ("md_mb", "report.md, MB"),
+        ("html_mb", "report.html, MB"), ("junit_mb", "junit.xml, MB"), ("rss_inputs_mb", "peak RSS, inputs built, MB"),
+        ("rss_peak_mb", "peak RSS, end, MB"), ("checks_per_host", "checks per host")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--hosts", default="10000", help="comma-separated host counts")
+    parser.add_argument("--baseline", help="revision to compare with (git archive); none: the work tree alone")
+    parser.add_argument("--tree", help="collections directory of the tree to measure (default: this work tree)")
+    parser.add_argument("--archetype", default="dgx-h100")
+    parser.add_argument("--workdir", help="keep the node, the module result and the baseline tree here")
+    parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--child", nargs=3, metavar=("TREE", "RESULT", "HOSTS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
+        return 0
+    work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-report-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        result = module_result(work, args.archetype)
+        trees = {"tree": str(pathlib.Path(args.tree).resolve()) if args.tree else str(COLLECTIONS)}
+        if args.baseline:
+            sys.path[:0] = [str(BENCH)]
+            import bench_layer_cost  # pylint: disable=import-outside-toplevel
+            trees = {"baseline": str(bench_layer_cost.export_tree(args.baseline, work / ("tree-" + args.baseline))),
+                     **trees}
+        rows = []
+        for count in (int(n) for n in args.hosts.split(",")):
+            measured = {}
+            for key, tree in trees.items():
+                done = subprocess.run([sys.executable, __file__, "--child", tree, str(result), str(count)],
+                                      capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise RuntimeError("report bench of %s failed:\n%s" % (tree, done.stderr[-3000:]))
+                measured[key] = json.loads(done.stdout.strip().splitlines()[-1])
+                print("%-8s N=%-6d %s" % (key, count, json.dumps(measured[key])), flush=True)
+            rows.append(measured)
+            labels = list(trees)
+            print("\nN = %d (%s)" % (count, ", ".join("%s: %s" % (k, args.baseline if k == "baseline" else
+                                                                  args.tree or "work tree") for k in labels)))
+            print("%-34s %s %s" % ("", " ".join("%12s" % k for k in labels), "   ratio" if len(labels) == 2 else ""))
+            for key, label in ROWS:
+                values = [measured[k].get(key) for k in labels]
+                ratio = ("%7.2fx" % (values[1] / values[0]) if len(values) == 2 and values[0] and values[1] is not None
+                         else "")
+                print("%-34s %s %s" % (label, " ".join("%12s" % ("-" if v is None else v) for v in values), ratio))
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
