@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import os
 import tempfile
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -24,6 +25,7 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_hosts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_report
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _defaults
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _hostvars
 
 FORMATS = ("json", "md", "html", "junit")
 FILE_NAMES = {"json": "report.json", "md": "report.md", "html": "report.html", "junit": "junit.xml"}
@@ -74,6 +76,32 @@ def write_reports(report, directory, formats=FORMATS):
     return written
 
 
+class _HostView(Mapping):
+    """One host's variables: ``HostVars.raw_get`` (as stored), a value rendered by ``hostvars[name]`` (that host's
+    templar) only when it holds a template.  ``hostvars[name].get(var)`` of the registered rdma_facts result would
+    put its ~4,600 values through the template engine (about two thirds of this action's time at 200 hosts)."""
+
+    def __init__(self, hostvars, name):
+        self.raw = hostvars.raw_get(name)
+        self._hostvars = hostvars
+        self._name = name
+        self._rendered = None
+
+    def __getitem__(self, key):
+        value = self.raw[key]
+        if _hostvars.stored(value) is _hostvars.RENDER:
+            if self._rendered is None:
+                self._rendered = self._hostvars[self._name]
+            return self._rendered[key]
+        return value
+
+    def __iter__(self):
+        return iter(self.raw)
+
+    def __len__(self):
+        return len(self.raw)
+
+
 class ActionModule(ActionBase):
     """Audit ``hosts`` from their registered rdma_facts results; write the reports; return the report."""
 
@@ -97,8 +125,9 @@ class ActionModule(ActionBase):
         defaults = _defaults.role_defaults()
         spec = {}
         for name in params["hosts"]:
-            spec[name] = _audit_hosts.host_spec(hostvars[name], params["mode"], params["layers"], defaults,
-                                                params["result_var"], params["desired_var"])
+            view = _HostView(hostvars, name)
+            spec[name] = _audit_hosts.host_spec(view, params["mode"], params["layers"], defaults, params["result_var"],
+                                                params["desired_var"], registered=view.raw.get(params["result_var"]))
         generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             report = _audit.audit(spec, generated=generated)

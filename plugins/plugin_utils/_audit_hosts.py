@@ -46,9 +46,19 @@ def check_arguments(hosts, mode, layers):
     return None
 
 
-def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", desired_var="rdma_audit__desired"):
-    """One host's entry of ``_audit.audit``'s input from its variables (a mapping: ``hostvars[name]``)."""
-    registered = hvars.get(result_var)
+_FROM_VARS = object()
+
+
+def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", desired_var="rdma_audit__desired",
+              registered=_FROM_VARS):
+    """One host's entry of ``_audit.audit``'s input from its variables (a mapping: ``hostvars[name]``).
+
+    ``registered``: the host's registered result when the caller has it as stored (a module result holds no template,
+    so it needs no template pass: the ``rdma_audit_report`` action reads it from ``HostVars.raw_get``); its facts
+    are then used as they are, not copied."""
+    copy = registered is _FROM_VARS
+    if copy:
+        registered = hvars.get(result_var)
     facts, error = facts_of(registered)
     desired = None
     if mode == "desired":
@@ -62,5 +72,5 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
         desired = dict((var, _plain(given[var]) if given.get(var, UNSET) not in (None, UNSET) else defaults.get(var))
                        for var in _audit.DESIRED_VARS)
     # a per-host value the role's run_once option check did not see is checked per host (_audit.host_layers)
-    return {"facts": _plain(facts) if facts is not None else None, "desired": desired,
+    return {"facts": _plain(facts) if facts is not None and copy else facts, "desired": desired,
             "layers": _plain(hvars.get("rdma_audit_layers")) or layers, "error": error}

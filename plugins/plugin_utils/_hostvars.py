@@ -68,7 +68,13 @@ def _stored(raw):
 
 
 _UNTAGGED = frozenset((str, int, float, bool, type(None)))
-_RENDER = object()
+_RENDER = RENDER = object()
+
+
+def stored(value):
+    """``value`` (a variable as stored, e.g. from ``HostVars.raw_get``) as plain data, or :data:`RENDER` when it
+    holds a template (or something this code does not recognise) and must be read through the template engine."""
+    return _stored(value)
 
 
 def _plain_lazy(container):
