@@ -12,19 +12,49 @@ import json
 import math
 import re
 from html import escape as _html_escape
-from json.encoder import encode_basestring
+from json.encoder import encode_basestring, encode_basestring_ascii
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit import STATUSES
 
-# one encoder each instead of one per json.dumps() call (a report has thousands of cells): the same text
-_CELL_JSON = json.JSONEncoder(sort_keys=True, separators=(", ", ": ")).encode
-_JUNIT_JSON = json.JSONEncoder(sort_keys=True).encode
-_INF = float("inf")
+try:
+    from json.encoder import c_make_encoder
+except ImportError:  # pragma: no cover - a Python without the _json accelerator
+    c_make_encoder = None
 
 
 class _Unusual(Exception):
     """A value :func:`json_document`'s writer leaves to the json module."""
+
+
+def _unusual(value):
+    raise _Unusual(type(value).__name__)
+
+
+def _encoder(sort_keys, ensure_ascii, separators):
+    """``json.JSONEncoder(...).encode`` for plain JSON values, by the json module's C encoder made once: the
+    ``encode`` method builds it on every call (a report encodes a million values in small pieces: 1/3 of the time).
+    A value json would pass to ``default`` raises :class:`_Unusual`; callers fall back to the json module."""
+    fallback = json.JSONEncoder(sort_keys=sort_keys, ensure_ascii=ensure_ascii, separators=separators).encode
+    if c_make_encoder is None:  # a Python without the _json accelerator
+        return fallback
+    # markers None: no circular-reference bookkeeping (a report is a tree; a cycle ends in RecursionError)
+    raw = c_make_encoder(None, _unusual, encode_basestring_ascii if ensure_ascii else encode_basestring, None,
+                         separators[1], separators[0], sort_keys, False, True)
+
+    def encode(value):
+        try:
+            return "".join(raw(value, 0))
+        except (_Unusual, RecursionError):
+            return fallback(value)  # the json module decides (its text or its error)
+
+    return encode
+
+
+# one encoder each instead of one per json.dumps() call (a report has thousands of cells): the same text
+_CELL_JSON = _encoder(True, True, (", ", ": "))
+_JUNIT_JSON = _encoder(True, True, (", ", ": "))
+_INF = float("inf")
 
 
 def _float_text(value):
@@ -41,7 +71,7 @@ def _float_text(value):
 # other value that deep) on one line, compact, by the json module's C encoder: the indenting encoder is pure Python
 # before Python 3.13 and report.json has about 1,000 values per host (67 KB a host indented, 43 KB this way)
 COMPACT_DEPTH = 4  # the document 0, "hosts" 1, a host 2, its "checks" 3, one check 4
-_LINE_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": ")).encode
+_LINE_JSON = _encoder(True, False, (", ", ": "))
 
 
 def _write_json(value, out, indent, depth):
