@@ -7,7 +7,7 @@ priority across the inventory (one fabric).
 Per RoCE port and setting (``qos.trust``, ``qos.dscp2prio``, ``qos.pfc``, ``qos.ecn``, ``qos.cnp``, ``qos.roce_tos``,
 ``qos.traffic_class``) a check is ``drift`` exactly when the plan has that action for the port, with the planned
 actions as the evidence (what ``roce_qos`` in check mode lists); ``qos.boot_unit`` likewise for the boot files.  A node
-without RoCE ports gets no check; without a desired state (``roce_qos_manage: false``) the layer says nothing.
+without RoCE ports gets no check; unless ``roce_qos_manage`` is true (opt-in) the layer says nothing.
 """
 
 from __future__ import absolute_import, annotations, division, print_function

@@ -31,9 +31,10 @@ def tos_of(dscp):
 
 
 def desired_of(variables):
-    """The planner's desired state from the role's variables (``roce_qos_*``), or None when not managed."""
+    """The planner's desired state from the role's variables (``roce_qos_*``), or None when not managed
+    (``roce_qos_manage`` is opt-in)."""
     variables = variables or {}
-    if variables.get("roce_qos_manage", True) is False:
+    if not variables.get("roce_qos_manage", False):
         return None
     desired = dict(DEFAULTS)
     for key in DEFAULTS:

@@ -21,6 +21,7 @@ from unit.plugins.modules.harness import ModuleFail, run_module
 REPO = pathlib.Path(__file__).resolve().parents[5]
 REAL = REPO / "tests" / "fixtures" / "realworld" / "mlnx_qos"
 DESIRED = dict(plan.DEFAULTS)
+MANAGED = {"roce_qos_manage": True}
 ROCE_CX7 = ["enp170s0f0np0", "enp170s0f1np1", "enp41s0f0np0", "enp41s0f1np1"]
 
 
@@ -102,11 +103,11 @@ def test_plan_problems_and_skip():
 
 
 def test_desired_of_and_the_judge_follow_the_variables():
-    assert plan.desired_of({"roce_qos_manage": False}) is None
-    assert plan.desired_of({"roce_qos_dscp": 40})["dscp"] == 40
+    assert plan.desired_of({"roce_qos_manage": False}) is None and plan.desired_of({}) is None  # opt-in
+    assert plan.desired_of({"roce_qos_manage": True, "roce_qos_dscp": 40})["dscp"] == 40
     section = _observed({"eth0": _port()})
-    assert judge.judge(section, {"roce_qos_manage": False}) == []
-    checks = judge.judge(section, {})
+    assert judge.judge(section, {"roce_qos_manage": False}) == [] and judge.judge(section, {}) == []
+    checks = judge.judge(section, MANAGED)
     assert {c["id"]: c["status"] for c in checks} == {
         "qos.trust": "drift", "qos.dscp2prio": "ok", "qos.pfc": "drift", "qos.ecn": "drift", "qos.cnp": "ok",
         "qos.roce_tos": "drift", "qos.traffic_class": "drift", "qos.boot_unit": "drift"}
@@ -195,7 +196,7 @@ def test_ofed_connectx7_check_apply_idempotent_then_power_on(monkeypatch, tmp_pa
         assert (node.root / "sys/class/infiniband/mlx5_1/tc/1/traffic_class").read_text() == "Global tclass=104\n"
         again = run(monkeypatch, node.root)
         assert again["changed"] is False and again["actions"] == []
-        desired = {"roce_qos_priority": 3}
+        desired = {"roce_qos_manage": True, "roce_qos_priority": 3}
         assert {c["status"] for c in judge.judge(facts(node.root), desired)} == {"ok"}
         # power-on: everything is gone; the boot script (the unit's ExecStart) brings it back
         node.reboot()
@@ -214,7 +215,7 @@ def test_audit_drift_on_one_setting_is_the_check_mode_plan(monkeypatch, tmp_path
         host = HostRoot(str(node.root))
         ecn = node.root / "sys/class/net/enp41s0f1np1/ecn/roce_np/enable/3"
         ecn.write_text("0")
-        checks = judge.judge(facts(node.root), {})
+        checks = judge.judge(facts(node.root), MANAGED)
         drift = [c for c in checks if c["status"] != "ok"]
         assert [(c["id"], c["subject"]) for c in drift] == [("qos.ecn", "enp41s0f1np1 (mlx5_2 port 1)")]
         checked = run(monkeypatch, node.root, check=True)
@@ -246,7 +247,7 @@ def test_infiniband_only_node_is_a_clean_skip(monkeypatch, tmp_path):
         assert result["changed"] is False and result["actions"] == []
         assert result["skipped_reason"].startswith("no RoCE port on this node: every RDMA port is InfiniBand")
         assert not _files(node.root)[0].exists()
-        assert judge.judge(facts(node.root), {}) == []
+        assert judge.judge(facts(node.root), MANAGED) == []
 
 
 def test_a_refused_step_puts_everything_back(monkeypatch, tmp_path):
@@ -269,8 +270,9 @@ def test_rdma_facts_and_the_audit_get_the_layer_from_the_registry(monkeypatch, t
         facts = run_module(monkeypatch, rdma_facts.main, {"host_root": str(node.root)})["ansible_facts"]["rdma"]
         section = facts["layers"]["qos"]
         assert section["ports"]["ens1f0np0"]["trust"] == "pcp" and section["used"] == "dcb"
-        checks = [c for c in _audit.audit_host(facts, {}, ["qos"]) if c["layer"] == "qos"]
+        assert [c for c in _audit.audit_host(facts, {}, ["qos"]) if c["layer"] == "qos"] == []  # opt-in
+        checks = [c for c in _audit.audit_host(facts, MANAGED, ["qos"]) if c["layer"] == "qos"]
         assert {c["id"] for c in checks if c["status"] == "drift"} >= {"qos.trust", "qos.pfc", "qos.roce_tos"}
         run(monkeypatch, node.root)
         facts = run_module(monkeypatch, rdma_facts.main, {"host_root": str(node.root)})["ansible_facts"]["rdma"]
-        assert {c["status"] for c in _audit.audit_host(facts, {}, ["qos"]) if c["layer"] == "qos"} == {"ok"}
+        assert {c["status"] for c in _audit.audit_host(facts, MANAGED, ["qos"]) if c["layer"] == "qos"} == {"ok"}
