@@ -94,11 +94,7 @@ def _do(host, commands, tool, step, value):
         _run(commands, tools.dscp2prio_argv(tool["name"], tool["path"], name, entries))
     elif action == "set_pfc":
         _run(commands, tools.pfc_argv(tool["name"], tool["path"], name, value))
-    elif action == "set_roce_tos":
-        host.write_attr(step["path"], "%d" % value)
-    elif action == "set_traffic_class":
-        host.write_attr(step["path"], "%d" % value)
-    else:
+    else:  # set_ecn, set_cnp, set_roce_tos, set_traffic_class: one sysfs/configfs write (-1 clears a traffic class)
         host.write_attr(step["path"], "%d" % value)
 
 
