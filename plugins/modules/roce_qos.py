@@ -185,9 +185,9 @@ def check_params(params):
         if not low <= params[name] <= high:
             raise InputError("%s must be %d..%d, got %r" % (name, low, high, params[name]))
     if params["cnp_dscp"] == params["dscp"] and params["cnp_priority"] != params["priority"]:
+        values = (params["cnp_dscp"], params["cnp_priority"], params["priority"])
         raise InputError("cnp_dscp %d is the RoCE dscp: one DSCP maps to one priority, so cnp_priority (%d) must be "
-                         "priority (%d) or cnp_dscp another value" % (params["cnp_dscp"], params["cnp_priority"],
-                                                                       params["priority"]))
+                         "priority (%d) or cnp_dscp another value" % values)
     for option in ("unit", "script"):
         if not params[option].startswith("/etc/"):
             raise InputError("%s must be a file under /etc (the node's configuration), got %r" % (option, params[option]))

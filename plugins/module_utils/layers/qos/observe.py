@@ -77,8 +77,8 @@ def read_tool(commands, tool, ifname):
     for argv in tools.show_argv(tool["name"], tool["path"], ifname):
         rc, out, err = commands.run_kernel(argv)
         if rc != 0:
-            return {"error": "%s failed (rc=%s): %s" % (" ".join([tool["name"]] + argv[1:]), rc,
-                                                       (err or out or "").strip()[-300:])}
+            reason = (err or out or "").strip()[-300:]
+            return {"error": "%s failed (rc=%s): %s" % (" ".join([tool["name"]] + argv[1:]), rc, reason)}
         outputs.append(out)
     try:
         if tool["name"] == "mlnx_qos":

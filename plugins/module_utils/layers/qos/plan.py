@@ -139,8 +139,8 @@ def render_script(desired, ports, tool):
         wrong = [(d, p) for d, p in entries if tools.default_prio(d) != p]
         if wrong and tool["name"] == "mlnx_qos":
             lines.append("run %s\n" % " ".join(_shell(w) for w in tools.dscp2prio_argv(tool["name"], tool["path"], ifname, wrong)))
-        lines.append("run %s\n" % " ".join(_shell(w) for w in tools.pfc_argv(tool["name"], tool["path"], ifname,
-                                                                              tools.pfc_list(prio))))
+        pfc = tools.pfc_argv(tool["name"], tool["path"], ifname, tools.pfc_list(prio))
+        lines.append("run %s\n" % " ".join(_shell(w) for w in pfc))
         ecn = item.get("ecn") or {}
         if desired.get("ecn", True):
             for proto in ("roce_np", "roce_rp"):

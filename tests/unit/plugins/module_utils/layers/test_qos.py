@@ -78,8 +78,8 @@ def test_plan_fresh_port_with_mlnx_qos():
 
 
 def test_plan_dcb_sets_trust_with_the_entries_and_remaps():
-    planned = plan.plan(dict(DESIRED, priority=5, tool="dcb"), _observed({"eth0": _port(ecn={"roce_np": None, "roce_rp": None},
-                                                                                          cnp=None, traffic_class=None)}))
+    inbox = _port(ecn={"roce_np": None, "roce_rp": None}, cnp=None, traffic_class=None)
+    planned = plan.plan(dict(DESIRED, priority=5, tool="dcb"), _observed({"eth0": inbox}))
     trust = planned["actions"][0]
     assert trust["argv"] == ["/usr/sbin/dcb", "app", "replace", "dev", "eth0", "dscp-prio", "26:5", "48:6"]
     assert [a["action"] for a in planned["actions"]][:3] == ["set_trust", "set_pfc", "set_roce_tos"]
@@ -201,8 +201,8 @@ def test_ofed_connectx7_check_apply_idempotent_then_power_on(monkeypatch, tmp_pa
         # power-on: everything is gone; the boot script (the unit's ExecStart) brings it back
         node.reboot()
         lost = judge.judge(facts(node.root), desired)
-        assert {c["id"] for c in lost if c["status"] == "drift"} == {"qos.trust", "qos.pfc", "qos.roce_tos",
-                                                                      "qos.traffic_class"}
+        drifted = {c["id"] for c in lost if c["status"] == "drift"}
+        assert drifted == {"qos.trust", "qos.pfc", "qos.roce_tos", "qos.traffic_class"}
         done = run_boot_script(node.root)
         assert done.returncode == 0, done.stderr
         assert {c["status"] for c in judge.judge(facts(node.root), desired)} == {"ok"}
