@@ -58,7 +58,9 @@ def test_the_kubelet_came_back_after_the_power_cycle_with_the_managers_kubelet_t
     assert host.service("kubelet").is_running
     assert host.check_output("python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:10248/healthz\").read().decode())'") == "ok"
     log = host.check_output("journalctl -b -u kubelet --no-pager -o cat")
-    assert re.search(r'topologyPolicyName="restricted"', log), log[-2000:]
+    # side_effect's last kubelet_topology run wrote best-effort into its --config-dir drop-in, over config.yaml's
+    # restricted: the kubelet merged the drop-in at boot
+    assert re.search(r'topologyPolicyName="best-effort"', log), log[-2000:]
     assert re.search(r'cpu_manager.*"Starting" policy="static"', log)
     assert re.search(r'memory_manager.*"Starting memorymanager" policy="Static"', log)
 
@@ -71,3 +73,40 @@ def test_the_kubelet_wrote_checkpoints_for_the_new_policies(host):
     # side_effect moved the reservation to NUMA node 1: the new machine state reserves there (100Mi)
     reserved = dict((node, state["memoryMap"]["memory"]["systemReserved"]) for node, state in memory["machineState"].items())
     assert reserved == {"0": 0, "1": 100 * 1024 * 1024}
+
+
+def test_the_dropin_is_what_the_kubelet_merged_over_its_config_file(host):
+    dropin = host.file("/etc/kubernetes/kubelet.conf.d/50-rdma-k8s-node-topology.conf")
+    assert dropin.exists
+    assert re.search(r'"?topologyManagerPolicy"?: *"?best-effort', dropin.content_string), dropin.content_string
+    config = host.file("/var/lib/kubelet/config.yaml").content_string
+    assert "topologyManagerPolicy: restricted" in config
+    assert "--config-dir=/etc/kubernetes/kubelet.conf.d" in host.check_output("cat /proc/$(pidof kubelet)/cmdline | tr '\\0' ' '")
+
+
+def test_the_faults_left_no_fault_behind(host):
+    # step 4 of side_effect.yml: both rollback cases removed their systemd drop-in
+    assert not host.file("/etc/systemd/system/kubelet.service.d/90-test-fault.conf").exists
+
+
+def test_the_device_plugin_registered_its_resource_with_the_kubelet(host):
+    assert host.service("rdma-shared-dp").is_running
+    checkpoint = json.loads(host.file("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint").content_string)
+    entries = checkpoint["Data"]["PodDeviceEntries"]
+    assert [entry["ResourceName"] for entry in entries] == ["rdma/hca_shared_devices_a"], entries
+    assert "rdma/hca_shared_devices_a" in checkpoint["Data"]["RegisteredDevices"]
+    # the plugin's own check of the RDMA subsystem's netns mode (it exits on exclusive) passed on this node
+    log = host.check_output("journalctl -u rdma-shared-dp -b --no-pager -o cat")
+    assert "All servers started." in log, log[-2000:]
+
+
+def test_the_rdma_pod_runs_with_an_rdma_device_and_unlimited_memlock(host):
+    cid = host.check_output("crictl ps --name '^rdma$' --state running -q")
+    assert cid
+    spec = json.loads(host.check_output("crictl inspect %s", cid))
+    process = spec["info"]["runtimeSpec"]["process"]
+    memlock = [r for r in process["rlimits"] if r["type"] == "RLIMIT_MEMLOCK"]
+    assert memlock == [{"type": "RLIMIT_MEMLOCK", "hard": 18446744073709551615, "soft": 18446744073709551615}]
+    assert "CAP_IPC_LOCK" not in process["capabilities"]["effective"]
+    devices = [d["path"] for d in spec["info"]["runtimeSpec"]["linux"]["devices"]]
+    assert any(path.startswith("/dev/infiniband/uverbs") for path in devices), devices
