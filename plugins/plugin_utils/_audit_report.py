@@ -191,8 +191,15 @@ def _html_text(text):
 
 
 def _cell(value):
-    """A value in one Markdown table cell."""
-    return md_escape(_text(value))
+    """A value in one Markdown table cell of the validate report (``_table``): pipes escaped, one line."""
+    return _text(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header, rows):
+    """Markdown table lines (the validate report's; the audit's tables go through :func:`to_markdown`)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for dummy in header) + "|"]
+    lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
+    return lines
 
 
 def _md_inline(parts):

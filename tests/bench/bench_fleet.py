@@ -609,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                           "  peak RSS %.0f MB%s" % (
                               row["name"], count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
                               row["cpu_modules_s"], row["module_calls"], row["peak_rss_mb"],
-                                  "" if row["rc"] == 0 else "  rc=%d, see %s" % (row["rc"], row["log"])), flush=True)
+                              "" if row["rc"] == 0 else "  rc=%d, see %s" % (row["rc"], row["log"])), flush=True)
             ratios(rows)
         if "converge" in only:
             extra["converge"] = converge_run(workdir, args.archetype, config, args.converge_vfs, python)

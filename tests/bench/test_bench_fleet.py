@@ -146,7 +146,7 @@ def test_report_bench_synthetic_fleet_is_mixed():
     kinds = [("down" if h["facts"] is None else "unreadable" if h["facts"]["problems"] else
               "old-fw" if h["facts"]["layers"]["health"]["nics"][0]["fw_ver"] != "28.39.1002" else
               "reboot" if h["facts"]["persisted"].get("kernel_cmdline") else "plain") for h in hosts.values()]
-    assert {k: kinds.count(k) for k in set(kinds)} == {"down": 20, "unreadable": 10, "old-fw": 20, "reboot": 79,
-                                                      "plain": 871}
+    counts = dict((k, kinds.count(k)) for k in set(kinds))
+    assert counts == {"down": 20, "unreadable": 10, "old-fw": 20, "reboot": 79, "plain": 871}
     assert sum(1 for name in hosts if "<script>" in name or "\n" in name or "|" in name or "`" in name) == 10
     assert facts["layers"]["health"]["nics"][0]["fw_ver"] == "28.39.1002"  # the input is not changed
