@@ -17,7 +17,7 @@ description:
     (C(run_once)). It reads each host's registered M(rdma.k8s_node.rdma_audit_gather) result, runs the audit
     (the same comparison as P(rdma.k8s_node.rdma_audit#filter)) and writes C(report.json), C(report.md),
     C(report.html) and C(junit.xml) into O(dest), each atomically.
-  - Its result is the report (the document of C(report.json), plus the keys every Ansible result has): register it
+  - Its result is the report (the document of C(report.json), plus the keys every Ansible result has); register it
     as C(rdma_audit_report). The callbacks get a censored copy of a successful result (the report can be tens of
     megabytes); the registered variable and the files have all of it.
   - Doing this in one action instead of a C(set_fact) with the filter and a C(copy) per report saves the template

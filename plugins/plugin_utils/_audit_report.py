@@ -333,7 +333,7 @@ def pending_action(check):
     match = _RESTART.match(remedy)
     if match:
         return match.group(1)
-    if check.get("id") == "netns.mode" and check.get("persisted") == check.get("desired") is not None:
+    if check.get("id") == "netns.mode" and check.get("desired") is not None and check.get("persisted") == check.get("desired"):
         return "reboot"  # persisted, not live: the role switches only a node without network namespaces
     return None
 

@@ -33,7 +33,6 @@ import os
 import pathlib
 import platform
 import re
-import resource
 import shutil
 import subprocess
 import sys

@@ -25,6 +25,7 @@ def reference(value):
     compact = []
 
     def swap(item, depth):
+        # pylint: disable=unidiomatic-typecheck
         if depth >= 4 and type(item) in (dict, list, tuple):
             compact.append(json.dumps(item, sort_keys=True, separators=(", ", ": "), ensure_ascii=False))
             return "\x00%d\x00" % (len(compact) - 1)
