@@ -442,7 +442,7 @@ def _proc_irq(tree: Tree, node: Node) -> None:
     table = node.irq
     tree.add_file("proc/interrupts", table.proc_interrupts, size=0)
     tree.add_file("proc/irq/default_smp_affinity", lambda: table.cpumask(table.default_affinity),
-                  lambda text: node.store_irq_default(text), size=0)
+                  node.store_irq_default, size=0)
     for number, irq in table.irqs.items():
         base = f"proc/irq/{number}"
         mode = 0o644 if table.can_set(irq) else 0o444

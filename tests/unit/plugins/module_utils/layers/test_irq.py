@@ -55,8 +55,8 @@ def test_env_file_args_and_rewrite():
 def _observed(irqs=None, numa=1, local="16-31,48-63", **extra):
     irqs = irqs if irqs is not None else {"40": {"name": "mlx5_comp0@pci:" + BDF, "affinity": "16", "settable": True},
                                           "41": {"name": "mlx5_async0@pci:" + BDF, "affinity": "0-63", "settable": True}}
-    out = {"cpus_online": "0-63", "devices": {BDF: {"rdma_devices": ["mlx5_0"], "numa_node": numa, "local_cpus": local,
-                                                   "irqs": irqs}},
+    device = {"rdma_devices": ["mlx5_0"], "numa_node": numa, "local_cpus": local, "irqs": irqs}
+    out = {"cpus_online": "0-63", "devices": {BDF: device},
            "unit": {"text": None}, "script": {"text": None}, "policy": {"text": None},
            "irqbalance": {"installed": None, "env_file": None, "args": None}}
     out.update(extra)
@@ -73,8 +73,8 @@ def _desired(**kw):
 def test_reserved_cpus_on_the_nics_node():
     planned = plan.plan(_desired(), _observed())
     assert planned["targets"] == {BDF: "16-17"} and not planned["problems"]
-    assert [(a["target"], a["before"], a["after"]) for a in planned["actions"]] == [("40", "16", "16-17"),
-                                                                                      ("41", "0-63", "16-17")]
+    moves = [(a["target"], a["before"], a["after"]) for a in planned["actions"]]
+    assert moves == [("40", "16", "16-17"), ("41", "0-63", "16-17")]
 
 
 def test_no_reserved_cpus_means_numa_local():
@@ -116,8 +116,8 @@ def test_irqbalance_policy_and_conflict():
 def test_policy_script_runs_and_bans_only_our_nics(tmp_path):
     script = tmp_path / "policy.sh"
     script.write_text(plan.render_policy([BDF]))
-    ours = subprocess.run(["sh", str(script), "/sys/bus/pci/devices/" + BDF, "40"], capture_output=True, text=True)
-    other = subprocess.run(["sh", str(script), "/sys/bus/pci/devices/0000:18:00.0", "41"], capture_output=True, text=True)
+    ours = subprocess.run(["sh", str(script), "/sys/bus/pci/devices/" + BDF, "40"], capture_output=True, text=True, check=False)
+    other = subprocess.run(["sh", str(script), "/sys/bus/pci/devices/0000:18:00.0", "41"], capture_output=True, text=True, check=False)
     assert (ours.returncode, ours.stdout, other.returncode, other.stdout) == (0, "ban=true\n", 0, "")
 
 
