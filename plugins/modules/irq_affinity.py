@@ -165,36 +165,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, exit_module
-from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf, parse_cpulist
+from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import parse_cpulist
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import apply as _apply
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import plan as _plan
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie.observe import rdma_pfs
 
 _UNIT = re.compile(r"^/etc/systemd/system/[A-Za-z0-9:_.@-]+\.service$")
-# a PCI address without its domain (18:00.0), as sriov_vfs and pcie_tuning also take it
-_SHORT_BDF = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-
-
-def resolve_devices(names, pfs):
-    """PCI addresses of ``names`` (addresses or RDMA device names) among ``pfs`` ({address: [rdma names]})."""
-    by_name = dict((rdma, bdf) for bdf, rdmas in pfs.items() for rdma in rdmas)
-    found = []
-    for name in names:
-        text = name.strip().lower()
-        bdf = normalize_bdf("0000:" + text if _SHORT_BDF.match(text) else text)
-        if bdf is not None:
-            if bdf not in pfs:
-                raise InputError("devices: %s is not the physical function of an RDMA NIC on this node (known: %s)"
-                                 % (name, ", ".join(pfs) or "none"))
-        elif name in by_name:
-            bdf = by_name[name]
-        else:
-            raise InputError("devices: %r is neither a PCI address nor an RDMA device of this node (known: %s)"
-                             % (name, ", ".join(sorted(by_name)) or "none"))
-        if bdf not in found:
-            found.append(bdf)
-    return found
 
 
 def _cpus(text):
@@ -218,7 +196,7 @@ def run_module(module):
     cpus = _cpus(params["cpus"])
     host = HostRoot(params["host_root"])
     pfs = rdma_pfs(host)
-    devices = resolve_devices(params["devices"], pfs) if params["devices"] else list(pfs)
+    devices = _pcie_observe.resolve_devices(params["devices"], pfs) if params["devices"] else list(pfs)
     observed = _observe.observe(host, devices=devices, unit=params["unit"], env_file=params["irqbalance_env_file"])
     desired = {"cpus": cpus, "on_disjoint": params["on_disjoint"], "devices": devices, "boot_unit": params["boot_unit"],
                "irqbalance": params["irqbalance"], "wait": params["boot_wait"], "unit": params["unit"],

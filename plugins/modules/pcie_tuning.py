@@ -124,35 +124,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, exit_module
-from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import apply as _apply
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import plan as _plan
 
 # a PCI address without its domain (18:00.0), as sriov_vfs also takes it
-_SHORT_BDF = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _UNIT = re.compile(r"^/etc/systemd/system/[A-Za-z0-9:_.@-]+\.service$")
-
-
-def resolve_devices(names, pfs):
-    """PCI addresses of ``names`` (addresses or RDMA device names) among ``pfs`` ({address: [rdma names]})."""
-    by_name = dict((rdma, bdf) for bdf, rdmas in pfs.items() for rdma in rdmas)
-    found = []
-    for name in names:
-        text = name.strip().lower()
-        bdf = normalize_bdf("0000:" + text if _SHORT_BDF.match(text) else text)
-        if bdf is not None:
-            if bdf not in pfs:
-                raise InputError("devices: %s is not the physical function of an RDMA NIC on this node (known: %s)"
-                                 % (name, ", ".join(pfs) or "none"))
-        elif name in by_name:
-            bdf = by_name[name]
-        else:
-            raise InputError("devices: %r is neither a PCI address nor an RDMA device of this node (known: %s)"
-                             % (name, ", ".join(sorted(by_name)) or "none"))
-        if bdf not in found:
-            found.append(bdf)
-    return found
 
 
 def run_module(module):
@@ -161,7 +138,7 @@ def run_module(module):
         raise InputError("unit must be a .service file directly in /etc/systemd/system, got %r" % (params["unit"],))
     host = HostRoot(params["host_root"])
     pfs = _observe.rdma_pfs(host)
-    devices = resolve_devices(params["devices"], pfs) if params["devices"] else list(pfs)
+    devices = _observe.resolve_devices(params["devices"], pfs) if params["devices"] else list(pfs)
     observed = _observe.observe(host, unit=params["unit"], devices=devices)
     planned = _plan.plan(params["max_read_request"], devices, observed, boot_unit=params["boot_unit"])
     result = Result()

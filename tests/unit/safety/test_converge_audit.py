@@ -13,7 +13,7 @@ node:
    agree: the perturbed layer's module has work (or refuses without ``allow_vf_reset``), the others have none.
 
 The kernel boot arguments (GRUB tooling), drivers, containerd and the kubelet are proved by their molecule
-scenarios (real containerd, the kubelet stand-in, the VM's real kernel): they do not run in-process here.
+scenarios (real containerd, the VM's real kernel and real kubelet): they do not run in-process here.
 """
 
 import json

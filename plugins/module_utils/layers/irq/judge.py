@@ -16,6 +16,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import parse_cpulist
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import plan as _plan
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 
 REMEDY = "run the irq_affinity role"
 
@@ -48,7 +49,7 @@ def judge(section, desired):
         return [{"id": "irq.affinity", "status": "fail", "subject": "irq_affinity_cpus", "desired": want["cpus_text"],
                  "detail": "not a CPU list: %r" % (want["cpus_text"],)}]
     observed = section.get("devices") or {}
-    wanted = list((desired or {}).get("irq_affinity_devices") or []) or sorted(observed)
+    wanted = _pcie_observe.audited_devices(list((desired or {}).get("irq_affinity_devices") or []), observed) or sorted(observed)
     want["devices"] = [bdf for bdf in wanted if bdf in observed] or wanted
     planned = _plan.plan(want, section)
     checks = []

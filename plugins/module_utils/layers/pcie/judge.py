@@ -11,6 +11,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import plan as _plan
 
 REMEDY = "run the pcie_tuning role"
@@ -31,7 +32,7 @@ def judge(section, desired):
     if section is None:
         return [{"id": "pcie.facts", "status": "unknown", "detail": "rdma_facts gave no layers.pcie (an older collection)"}]
     observed_devices = section.get("devices") or {}
-    wanted = sorted(devices) if devices else sorted(observed_devices)
+    wanted = sorted(_observe.audited_devices(devices, observed_devices)) if devices else sorted(observed_devices)
     planned = _plan.plan(size, wanted, section, boot_unit=boot_unit)
     persisted = (section.get("unit") or {}).get("values") or {}
     work = dict((step["target"], step) for step in planned["actions"] if step["action"] == "set_max_read_request")

@@ -15,7 +15,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import posixpath
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError, ParseError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import TOOL_DIRS
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import config
@@ -24,6 +24,49 @@ IB_CLASS = "/sys/class/infiniband"
 PCI_DEVICES = "/sys/bus/pci/devices"
 UNIT = "/etc/systemd/system/rdma-k8s-node-pcie.service"
 _EXEC = re.compile(r"^ExecStart=\S*setpci -s ([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) CAP_EXP\+8\.w=([0-9a-f]{4}):7000$")
+
+
+# a PCI address without its domain (18:00.0), as sriov_vfs, pcie_tuning and irq_affinity also take it
+_SHORT_BDF = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+def resolve_devices(names, pfs):
+    """PCI addresses of ``names`` (addresses, short ones included, or RDMA device names) among ``pfs``
+    ({address: [rdma names]}), as the modules that take a ``devices`` list resolve it; InputError names the one that
+    is neither."""
+    by_name = dict((rdma, bdf) for bdf, rdmas in pfs.items() for rdma in rdmas)
+    found = []
+    for name in names:
+        text = name.strip().lower()
+        bdf = normalize_bdf("0000:" + text if _SHORT_BDF.match(text) else text)
+        if bdf is not None:
+            if bdf not in pfs:
+                raise InputError("devices: %s is not the physical function of an RDMA NIC on this node (known: %s)"
+                                 % (name, ", ".join(pfs) or "none"))
+        elif name in by_name:
+            bdf = by_name[name]
+        else:
+            raise InputError("devices: %r is neither a PCI address nor an RDMA device of this node (known: %s)"
+                             % (name, ", ".join(sorted(by_name)) or "none"))
+        if bdf not in found:
+            found.append(bdf)
+    return found
+
+
+def audited_devices(names, devices):
+    """The PCI addresses an audit judges for the role's ``devices`` list ``names``, resolved as the module resolves
+    them among the facts' ``devices`` ({address: {"rdma_devices": [...]}}); a name that resolves to no RDMA NIC here
+    stays as given, for the judgement to report."""
+    pfs = dict((bdf, (item or {}).get("rdma_devices") or []) for bdf, item in devices.items())
+    found = []
+    for name in names:
+        try:
+            bdf = resolve_devices([str(name)], pfs)[0]
+        except InputError:
+            bdf = name
+        if bdf not in found:
+            found.append(bdf)
+    return found
 
 
 def rdma_pfs(host):

@@ -170,6 +170,11 @@ def test_module_on_two_numa_nodes_check_apply_idempotent_boot(monkeypatch, tmp_p
         assert "PartOf=openibd.service" in unit and "Before=irqbalance.service kubelet.service" in unit
         facts = observe.facts(HostRoot(str(root)))
         assert judge.judge(facts, desired_vars())[0]["status"] == "ok"
+        # the role's devices as the module takes them: an RDMA device name or a short address judge the same NIC
+        name = facts["devices"][BDF]["rdma_devices"][0]
+        for devices in ([name], ["b1:00.0"]):
+            named = judge.judge(facts, dict(desired_vars(), irq_affinity_devices=devices))
+            assert [(c["status"], c["subject"].split()[0]) for c in named] == [("ok", BDF)], named
         # power-on: the driver's affinities again, the audit drifts; the boot unit's ExecStart puts them back
         node.reboot()
         assert set(affinities(root).values()) != {"16-17"}
