@@ -22,6 +22,8 @@ import re
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import plan as _plan
+# the inventory checks of both rooms name hosts the same way (bounded: the detail is repeated on every host)
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health.judge import host_list
 
 REMEDY = "run the nic_firmware role"
 #: a problem about one card starts with its subject (``0000:18:00.0 (mlx5_0)``), after ``nics[i]: `` or not
@@ -94,18 +96,6 @@ def judge(section, desired):
 
 def _signature(card):
     return tuple(sorted((name, row[1]) for name, row in (card.get("params") or {}).items() if _plan.MANAGED.match(name)))
-
-
-# hosts named in the inventory check's detail; the rest are counted (the detail is repeated on every drifting host)
-HOSTS_NAMED = 5
-
-
-def host_list(names):
-    """``a, b, c`` or, past :data:`HOSTS_NAMED`, ``12 hosts: a, b, c, d, e and 7 more`` (sorted)."""
-    names = sorted(names)
-    if len(names) <= HOSTS_NAMED:
-        return ", ".join(names)
-    return "%d hosts: %s and %d more" % (len(names), ", ".join(names[:HOSTS_NAMED]), len(names) - HOSTS_NAMED)
 
 
 def inventory_judge(hosts):

@@ -18,7 +18,7 @@ import errno
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, HostReadError, VerifyError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
-from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import parse_cpulist
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq.plan import _cpus
 
 FILE_ACTIONS = ("write_script", "write_policy", "edit_irqbalance_env", "write_unit")
 _EXECUTABLE = ("write_script", "write_policy")
@@ -75,14 +75,7 @@ def apply(host, planned, backup=False):
                 step["target"], step.get("name"), step["device"], now, step["after"], _undone(done, plans)),
                 {"failed": step["target"], "read_back": now})
         done.append(step)
-    return (sorted(backups.values()) if isinstance(backups, dict) else list(backups or [])), refused
-
-
-def _cpus(text):
-    try:
-        return parse_cpulist(text)
-    except ValueError:
-        return None
+    return sorted(backups.values()), refused
 
 
 def _undone(done, plans):

@@ -21,7 +21,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import o
 REMEDY = "run the irq_affinity role"
 
 
-def desired_of(desired, devices=None):
+def desired_of(desired):
     """The planner's desired state from the role's variables (None when the layer is not managed)."""
     desired = desired or {}
     if desired.get("irq_affinity_manage") is not True:
@@ -32,7 +32,7 @@ def desired_of(desired, devices=None):
     except ValueError:
         cpus = None
     return {"cpus": cpus, "cpus_text": text, "on_disjoint": desired.get("irq_affinity_on_disjoint") or "fail",
-            "devices": devices, "boot_unit": desired.get("irq_affinity_boot_unit", True) is not False,
+            "devices": None, "boot_unit": desired.get("irq_affinity_boot_unit", True) is not False,
             "irqbalance": desired.get("irq_affinity_irqbalance") or "policy",
             "wait": desired.get("irq_affinity_boot_wait") or _plan.UNIT_WAIT,
             "unit": _observe.UNIT, "script": _observe.SCRIPT, "policy": _observe.POLICY}
