@@ -527,6 +527,27 @@ class HostRoot:
         finally:
             os.close(fd)
 
+    def mkdir(self, node_path, mode=0o755):
+        """Make one directory (a configfs group) in its parent's descriptor: links in the parents resolve inside the
+        root, an existing entry of that name (a link too) is EEXIST, never followed.  Errors are the original
+        ``OSError``."""
+        parent, name = self.parent_and_name(node_path)
+        fd = self.open_dir(parent)[0]
+        try:
+            os.mkdir(name, mode, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def rmdir(self, node_path):
+        """Remove one empty directory in its parent's descriptor; a link of that name is ENOTDIR, never followed.
+        Errors are the original ``OSError``."""
+        parent, name = self.parent_and_name(node_path)
+        fd = self.open_dir(parent)[0]
+        try:
+            os.rmdir(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+
     def write_attr(self, node_path, value):
         """Write one sysfs/procfs attribute in a single ``write()``, as the kernel expects.
 

@@ -14,8 +14,6 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
-import os
-
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, HostReadError, VerifyError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.qos import observe as _observe
@@ -33,24 +31,6 @@ def file_plans(host, planned):
         elif step["action"] == "write_unit":
             plans.append(plan_file(observe_file(host, step["target"]), planned["unit"], 0o644))
     return plans
-
-
-def _mkdir(host, node_path):
-    parent, name = host.parent_and_name(node_path)
-    fd = host.open_dir(parent)[0]
-    try:
-        os.mkdir(name, 0o755, dir_fd=fd)
-    finally:
-        os.close(fd)
-
-
-def _rmdir(host, node_path):
-    parent, name = host.parent_and_name(node_path)
-    fd = host.open_dir(parent)[0]
-    try:
-        os.rmdir(name, dir_fd=fd)
-    finally:
-        os.close(fd)
 
 
 def _run(commands, argv):
@@ -99,9 +79,9 @@ def _do(host, commands, tool, step, value):
 
 
 def apply(host, commands, planned, backup=False):
-    """Apply ``planned``; returns the backup files.  ApplyError / VerifyError after putting everything back."""
+    """Apply ``planned``; returns the backup files (``{edited path: backup path}``, empty without ``backup``).  ApplyError / VerifyError after putting everything back."""
     plans = file_plans(host, planned)
-    backups = FileTransaction(host, backup=backup).apply_all(plans) if plans else []
+    backups = FileTransaction(host, backup=backup).apply_all(plans) if plans else {}
     tool = planned["tool"]
     done, made = [], []
     for step in planned["actions"]:
@@ -109,7 +89,7 @@ def apply(host, commands, planned, backup=False):
             continue
         try:
             if step["action"] == "set_roce_tos" and step.get("mkdir"):
-                _mkdir(host, step["mkdir"])
+                host.mkdir(step["mkdir"])
                 made.append(step["mkdir"])
             _do(host, commands, tool, step, step["after"])
             now = _now(host, commands, tool, step)
@@ -123,7 +103,7 @@ def apply(host, commands, planned, backup=False):
             raise VerifyError("%s: %s is %r after setting %r (the driver or the tool refused it); %s" % (
                 step["target"], step["action"], now, step["after"], undone), {"failed": step, "read_back": now})
         done.append(step)
-    return backups or []
+    return backups
 
 
 def _undo(host, commands, tool, done, made, plans, cause):
@@ -139,7 +119,7 @@ def _undo(host, commands, tool, done, made, plans, cause):
             failed.append("%s %s (%s)" % (step["action"], step["target"], getattr(exc, "msg", None) or exc))
     for path in reversed(made):
         try:
-            _rmdir(host, path)
+            host.rmdir(path)
         except OSError as exc:
             failed.append("rmdir %s (%s)" % (path, exc.strerror))
     changed = [p for p in plans if p.changed]

@@ -188,7 +188,7 @@ def plan(desired, observed):
     ports = observed.get("ports") or {}
     tool = tools.choose(observed.get("tool"), desired.get("tool", "auto"))
     problems = list(observed.get("problems") or [])
-    notes, actions = [], []
+    notes, actions, groups = [], [], set()
     for name in desired.get("interfaces") or []:
         if name not in ports:
             problems.append("interfaces: %s is not a RoCE netdev of this node (RoCE netdevs: %s)"
@@ -222,7 +222,13 @@ def plan(desired, observed):
             notes.append("%s: no %s/tc (inbox mlx5_ib): RDMA-CM's default ToS marks rdma_cm connections; verbs "
                          "applications set their own traffic class (NCCL_IB_TC)" % (ifname, item["rdma_device"]))
         if tool["path"] and configfs.get("exists"):
-            actions.extend(port_actions(desired, ifname, item, tool))
+            for step in port_actions(desired, ifname, item, tool):
+                # one rdma_cm/<device> group for all the device's ports: made by the first port's step only
+                if step.get("mkdir") in groups:
+                    step["mkdir"] = None
+                elif step.get("mkdir"):
+                    groups.add(step["mkdir"])
+                actions.append(step)
     script = unit = None
     if desired.get("boot_unit", True) and tool["path"]:
         script = render_script(desired, wanted, tool)

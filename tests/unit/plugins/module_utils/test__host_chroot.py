@@ -207,3 +207,31 @@ def test_nul_bytes_and_relative_paths_are_refused(tmp_path):
         host.read_text("/a\0b")
     with pytest.raises(Exception, match="absolute"):
         host.read_text("a")
+
+
+@pytest.mark.parametrize("use_openat2", [True, False])
+def test_mkdir_and_rmdir_stay_in_the_root_and_never_follow_links(tmp_path, use_openat2):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    (root / "sys/kernel/config").mkdir(parents=True)
+    (root / "outside").mkdir()  # where the climbing link lands: the root's own /outside
+    os.symlink("/sys/kernel/config", root / "cfg")          # an absolute link in a parent: re-rooted
+    os.symlink("../../outside", root / "sys/escape")        # a relative link climbing out: stays at the root
+    os.symlink(str(outside), root / "sys/kernel/config/grp")  # the last component a link: refused
+    host = HostRoot(str(root), use_openat2=use_openat2)
+    host.mkdir("/cfg/rdma_cm")
+    assert (root / "sys/kernel/config/rdma_cm").is_dir() and list(outside.iterdir()) == []
+    host.mkdir("/sys/escape/made")
+    assert (root / "outside/made").is_dir() and list(outside.iterdir()) == []
+    with pytest.raises(OSError) as info:
+        host.mkdir("/sys/kernel/config/grp")
+    assert info.value.errno == errno.EEXIST
+    with pytest.raises(OSError) as info:
+        host.rmdir("/sys/kernel/config/grp")
+    assert info.value.errno == errno.ENOTDIR and outside.is_dir()
+    host.rmdir("/cfg/rdma_cm")
+    assert not (root / "sys/kernel/config/rdma_cm").exists()
+    with pytest.raises(OSError) as info:
+        host.rmdir("/cfg/rdma_cm")
+    assert info.value.errno == errno.ENOENT

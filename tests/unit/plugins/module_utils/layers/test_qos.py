@@ -102,6 +102,25 @@ def test_plan_problems_and_skip():
     assert unknown["problems"][0] == "interfaces: eth9 is not a RoCE netdev of this node (RoCE netdevs: eth0)"
 
 
+def test_plan_two_ports_of_one_device_make_its_configfs_group_once():
+    # one RDMA device with two Ethernet ports (rdma_cm/<device> is one configfs group with ports/1 and ports/2):
+    # the first port's step makes the group, the second only writes its port's ToS
+    ports = {"eth0": _port(), "eth1": _port(port=2)}
+    planned = plan.plan(DESIRED, _observed(ports))
+    tos = [a for a in planned["actions"] if a["action"] == "set_roce_tos"]
+    assert [(a["target"], a["port"], a["mkdir"], a["path"]) for a in tos] == [
+        ("eth0", 1, "/sys/kernel/config/rdma_cm/mlx5_0", "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"),
+        ("eth1", 2, None, "/sys/kernel/config/rdma_cm/mlx5_0/ports/2/default_roce_tos")]
+    assert [a["before"] for a in tos] == [0, 0]
+    # two devices still make one group each; a group that exists is never made
+    other = plan.plan(DESIRED, _observed({"eth0": _port(), "eth1": _port(rdma_device="mlx5_1", pci="0000:01:00.1")}))
+    assert [a["mkdir"] for a in other["actions"] if a["action"] == "set_roce_tos"] == [
+        "/sys/kernel/config/rdma_cm/mlx5_0", "/sys/kernel/config/rdma_cm/mlx5_1"]
+    made = plan.plan(DESIRED, _observed({"eth0": _port(roce_tos=0, roce_tos_group=True),
+                                         "eth1": _port(port=2, roce_tos=0, roce_tos_group=True)}))
+    assert [a["mkdir"] for a in made["actions"] if a["action"] == "set_roce_tos"] == [None, None]
+
+
 def test_desired_of_and_the_judge_follow_the_variables():
     assert plan.desired_of({"roce_qos_manage": False}) is None and plan.desired_of({}) is None  # opt-in
     assert plan.desired_of({"roce_qos_manage": True, "roce_qos_dscp": 40})["dscp"] == 40
