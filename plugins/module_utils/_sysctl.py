@@ -17,6 +17,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import fnmatch
 import os
 import re
+from functools import lru_cache
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 
@@ -254,6 +255,12 @@ def system_value(layers, key):
     return explicit if explicit is not None else (None if named else glob)
 
 
+@lru_cache(maxsize=1024)
+def _setting_key(name):
+    """``normalize_key(display(name))``, cached: the audit asks it for the same few keys on every host of a fleet."""
+    return normalize_key(display(name))
+
+
 def overrides(layers, ours, settings, conf=None):
     """Files that beat ours for a key we set: ``[{key, want, value, file, line, reader, kind}]``.
 
@@ -267,7 +274,7 @@ def overrides(layers, ours, settings, conf=None):
     found = []
     options = boot_values(layers)
     for name, value in settings.items():
-        key = normalize_key(display(name))
+        key = _setting_key(name)
         want = value.replace("\t", " ")
         hit = boot_value(options, key)
         if hit is not None and hit[1] != ours and (hit[0] is None or differs(hit[0], value)):

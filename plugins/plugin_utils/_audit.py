@@ -19,6 +19,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from collections import Counter
+from functools import lru_cache
 
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
@@ -341,7 +342,7 @@ def _sysctl(checks, facts, desired, rdma_netdevs):
             checks.add("sysctl.arp", status, subject=name, desired=wanted, live=live, persisted=persisted,
                        remedy="run the rdma_sysctl role" if live != wanted or persisted != wanted else None)
     if desired is not None:
-        _sysctl_overrides(checks, facts, desired)
+        _sysctl_overrides(checks, facts, desired, rdma_netdevs)
     arp_all = (live_all.get("all") or {}).get("arp_ignore")
     if arp_all == 2:
         checks.add("sysctl.host_arp_ignore", "fail", desired="all.arp_ignore < 2", live=arp_all,
@@ -349,20 +350,62 @@ def _sysctl(checks, facts, desired, rdma_netdevs):
                    detail="host-wide arp_ignore=2 breaks the /32 routes of pod interfaces")
 
 
-def _sysctl_overrides(checks, facts, desired):
+def _frozen(value):
+    """A hashable stand-in for a desired-state value, types included (``1``, ``1.0`` and ``True`` are equal keys of a
+    dict but not the same setting); TypeError for what cannot be frozen (the caller then does not cache)."""
+    if isinstance(value, dict):
+        return (dict, tuple((_frozen(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_frozen(v) for v in value))
+    hash(value)
+    return (type(value), value)
+
+
+@lru_cache(maxsize=64)
+def _sysctl_ours(key):
+    """``(validated settings, our file's parsed entries)`` for one desired sysctl state: the same for every host
+    that shares it (a fleet has a handful), so :func:`_sysctl_overrides` computes it once per state.  ``key`` is
+    ``(frozen interfaces, frozen host, frozen per_interface, netdevs)`` (:func:`_sysctl_ours_of`)."""
+    interfaces, host, per_if = (_thawed(part) for part in key[:3])
+    settings = _sysctl_mod.validate(rdma_sysctl_settings(interfaces, host, per_if, {"devices": [{"netdevs": list(key[3])}]}))
+    return settings, _sysctl_mod.parse_file(_sysctl_mod.render(settings))
+
+
+def _thawed(frozen):
+    """The value :func:`_frozen` froze (a fresh copy)."""
+    kind, value = frozen
+    if kind is dict:
+        return dict((_thawed(k), _thawed(v)) for k, v in value)
+    if kind in (list, tuple):
+        return kind(_thawed(v) for v in value)
+    return value
+
+
+def _sysctl_ours_of(desired, netdevs):
+    """:func:`_sysctl_ours` for a host's desired state (computed uncached when a value cannot be frozen)."""
+    interfaces = list(desired.get("rdma_sysctl_interfaces") or [])
+    host, per_if = desired.get("rdma_sysctl_host") or {}, desired.get("rdma_sysctl_per_interface") or {}
+    try:
+        key = (_frozen(interfaces), _frozen(host), _frozen(per_if), () if interfaces else tuple(netdevs))
+    except TypeError:
+        settings = _sysctl_mod.validate(rdma_sysctl_settings(interfaces, host, per_if,
+                                                             {"devices": [{"netdevs": list(netdevs)}]}))
+        return settings, _sysctl_mod.parse_file(_sysctl_mod.render(settings))
+    return _sysctl_ours(key)
+
+
+def _sysctl_overrides(checks, facts, desired, netdevs):
     """``sysctl.override``: files systemd-sysctl (or ``sysctl --system``) reads after the role's file with another
-    value, by the module's planner (:func:`_sysctl.overrides`) on the sysctl.d files rdma_facts read."""
+    value, by the module's planner (:func:`_sysctl.overrides`) on the sysctl.d files rdma_facts read.  ``netdevs``:
+    the host's RDMA netdevs (:func:`rdma_netdevs`), the interfaces when ``rdma_sysctl_interfaces`` is empty."""
     files = (facts.get("persisted") or {}).get("sysctl_files")
     if files is None:
         return  # facts of an older collection version
     ours = desired.get("rdma_sysctl_file") or SYSCTL_FILE
     try:
-        settings = _sysctl_mod.validate(rdma_sysctl_settings(
-            list(desired.get("rdma_sysctl_interfaces") or []), desired.get("rdma_sysctl_host") or {},
-            desired.get("rdma_sysctl_per_interface") or {}, facts))
+        settings, entries = _sysctl_ours_of(desired, netdevs)
         layers, conf = _persisted.sysctl_layers(files)
-        found = _sysctl_mod.overrides(_sysctl_mod.with_ours(layers, ours, _sysctl_mod.parse_file(_sysctl_mod.render(settings))),
-                                      ours, settings, conf)
+        found = _sysctl_mod.overrides(_sysctl_mod.with_ours(layers, ours, list(entries)), ours, settings, conf)
     except (AnsibleFilterError, RdmaNodeError) as exc:
         checks.add("sysctl.override", "unknown", detail=getattr(exc, "msg", None) or str(exc))
         return

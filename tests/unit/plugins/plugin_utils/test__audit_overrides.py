@@ -3,7 +3,8 @@ corpus: the file that wins over the role's is named, judged by the modules' own 
 _netns.overrides, _gpudirect.peermem_overrides)."""
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _netns, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import plan as _netns
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
@@ -103,3 +104,55 @@ def test_peermem_blacklist_and_openibd_reset_are_named(tmp_path):
         ("gpudirect.override", "openibd.service", "reset", "/etc/systemd/system/openibd.service.d/99-site.conf:2")]
     # DMA-BUF needs no module: nothing to judge
     assert audit(tmp_path / "dmabuf", files, links, nvidia_peermem_method="dmabuf") == []
+
+
+def _override_checks(facts, wanted):
+    return [c for c in _audit.audit_host(facts, wanted, ["sysctl"]) if c["id"] == "sysctl.override"]
+
+
+def test_sysctl_override_judgement_is_cached_per_desired_state_with_the_uncached_result(tmp_path):
+    """The validated settings and our file's entries are computed once per desired sysctl state (a fleet shares a
+    few); every state gives what the uncached computation gives, types included (``True`` is not ``1``) and the
+    host's RDMA netdevs part of the state when ``rdma_sysctl_interfaces`` is empty."""
+    text = corpus("eks-al2023/etc/sysctl.conf") + "net.ipv4.conf.all.rp_filter = 1\nnet.ipv4.conf.eth1.rp_filter = 0\n"
+    files, links = provisioned(dict(EKS_AL2023_SYSCTL, **{"/etc/sysctl.d/99-zz.conf": text}))
+    root = build(tmp_path, files, links)
+    persisted = persisted_facts(HostRoot(root), [IFACE, "eth1"])
+
+    def facts(netdevs):
+        return {"persisted": persisted, "devices": [{"name": "mlx5_%d" % i, "netdevs": [n]} for i, n in enumerate(netdevs)]}
+
+    states = [{}, {"rdma_sysctl_host": {"rp_filter": 2}}, {"rdma_sysctl_host": {"rp_filter": True}},
+              {"rdma_sysctl_host": {"rp_filter": 2.0}}, {"rdma_sysctl_interfaces": []},
+              {"rdma_sysctl_interfaces": ["all"]}, {"rdma_sysctl_per_interface": {"rp_filter": 0}},
+              {"rdma_sysctl_file": "/tmp/90-rdma.conf"}, {"rdma_sysctl_interfaces": [], "rdma_sysctl_host": {}}]
+    _audit._sysctl_ours.cache_clear()
+    for netdevs in ([IFACE], [IFACE, "eth1"], [IFACE], []):
+        for state in states:
+            wanted = desired(**state)
+            cached = _override_checks(facts(netdevs), wanted)
+            original = _audit._sysctl_ours
+            _audit._sysctl_ours = original.__wrapped__  # the computation itself, uncached
+            try:
+                uncached = _override_checks(facts(netdevs), wanted)
+            finally:
+                _audit._sysctl_ours = original
+            assert cached == uncached, (netdevs, state)
+    info = _audit._sysctl_ours.cache_info()
+    assert info.hits > 0 and info.misses < 4 * len(states)
+    # the judgement the states lead to, so the comparison above compares something
+    assert _override_checks(facts([IFACE, "eth1"]), desired(rdma_sysctl_interfaces=[]))[-1]["subject"] == \
+        "net.ipv4.conf.eth1.rp_filter"
+    assert _override_checks(facts([IFACE]), desired(rdma_sysctl_host={"rp_filter": True}))[0]["status"] == "unknown"
+    assert [c["status"] for c in _override_checks(facts([IFACE]), desired(rdma_sysctl_host={"rp_filter": 1}))] == []
+    assert _audit._frozen({"rp_filter": True}) != _audit._frozen({"rp_filter": 1})
+
+
+def test_sysctl_override_of_a_value_that_cannot_be_frozen_is_judged_uncached(tmp_path):
+    files, links = provisioned(dict(EKS_AL2023_SYSCTL))
+    persisted = persisted_facts(HostRoot(build(tmp_path, files, links)), [IFACE])
+    checks = _audit._Checks(set(_audit.LAYERS))  # the judge itself: the sysctl.arp check refuses a set before it
+    _audit._sysctl_overrides(checks, {"persisted": persisted}, desired(rdma_sysctl_per_interface={"rp_filter": {2}}),
+                             [IFACE])
+    assert [(c["id"], c["status"], "rp_filter" in c["detail"]) for c in checks.items] == [
+        ("sysctl.override", "unknown", True)]
