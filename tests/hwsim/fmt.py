@@ -132,11 +132,14 @@ def eui64_from_mac(mac: bytes) -> int:
     return int.from_bytes(bytes([mac[0] ^ 0x02, mac[1], mac[2], 0xFF, 0xFE, mac[3], mac[4], mac[5]]), "big")
 
 
-def kstrtoul(text: str, limit: int) -> int:
-    """The kernel's kstrtou16/kstrtou32 with base 0: '0x' hex, leading-0 octal, optional '+', one trailing newline.
+def kstrtoul(text: str, limit: int, overflow: int = errno.EINVAL) -> int:
+    """The kernel's kstrtou8/kstrtou16/kstrtou32 with base 0: '0x' hex, leading-0 octal, optional '+', one trailing
+    newline; the one parser of the simulator's unsigned sysfs stores.
 
-    Anything else (sign '-', spaces, overflow past `limit`) is EINVAL at the sysfs store, because the callers we
-    model (sriov_numvfs_store) map every parse failure to -EINVAL.
+    Anything else (sign '-', spaces) is EINVAL.  A value past `limit` is `overflow`: kstrto*() itself answers
+    -ERANGE (lib/kstrtox.c), which a store that returns it as is passes on (default_roce_tos_store: kstrtou8,
+    overflow=errno.ERANGE); the default EINVAL is for the stores that map every parse failure to -EINVAL
+    (sriov_numvfs_store).
     """
     body = text[:-1] if text.endswith("\n") else text
     if body.startswith("+"):
@@ -153,7 +156,7 @@ def kstrtoul(text: str, limit: int) -> int:
     except ValueError as exc:
         raise oserror(errno.EINVAL) from exc
     if value > limit:
-        raise oserror(errno.EINVAL)
+        raise oserror(overflow)
     return value
 
 

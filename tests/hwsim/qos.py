@@ -149,23 +149,5 @@ def show_tclass(value: int) -> str:
     return f"Global tclass={value}\n" if value >= 0 else ""
 
 
-def parse_u8(text: str) -> int:
-    """kstrtou8(buf, 0): base prefixes, one trailing newline; overflow ERANGE, anything else EINVAL."""
-    body = text[:-1] if text.endswith("\n") else text
-    if body.startswith("+"):
-        body = body[1:]
-    if re.fullmatch(r"0[xX][0-9a-fA-F]+", body):
-        value = int(body, 16)
-    elif re.fullmatch(r"0[0-7]*", body):
-        value = int(body, 8)
-    elif re.fullmatch(r"[1-9][0-9]*", body):
-        value = int(body, 10)
-    else:
-        raise fmt.oserror(errno.EINVAL)
-    if value > 0xFF:
-        raise fmt.oserror(errno.ERANGE)
-    return value
-
-
 #: ib_cache_gid_type_str(): the names default_roce_mode shows and takes
 GID_TYPES = ("IB/RoCE v1", "RoCE v2")

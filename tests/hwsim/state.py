@@ -1480,8 +1480,9 @@ class Node:
         return ib
 
     def store_roce_tos(self, name: str, text: str) -> None:
-        """default_roce_tos_store(): kstrtou8 first, then the device (ENODEV when it went away)."""
-        value = qos.parse_u8(text)
+        """default_roce_tos_store(): kstrtou8 first (its ERANGE returned as is), then the device (ENODEV when it
+        went away)."""
+        value = fmt.kstrtoul(text, 0xFF, overflow=errno.ERANGE)
         with self.lock:
             self.cma_device(name).roce_tos = value
 
