@@ -14,9 +14,9 @@ version_added: 0.2.0
 author:
   - rdma.k8s_node contributors (@rdma-k8s-node)
 description:
-  - Writes C(/proc/irq/<n>/smp_affinity_list) of every MSI vector of each RDMA NIC's physical function (found in
-    C(/sys/bus/pci/devices/<address>/msi_irqs/) and cross-checked with the C(@pci:<address>) names of
-    C(/proc/interrupts)), so that the NIC's interrupts run on the CPUs the kubelet keeps for the system
+  - Writes C(/proc/irq/<n>/smp_affinity_list) of every MSI vector of each RDMA NIC's physical function (the vectors
+    C(/sys/bus/pci/devices/<address>/msi_irqs/) lists, whatever the driver; C(/proc/interrupts) only labels them and
+    is cross-checked where its rows name an address), so that the NIC's interrupts run on the CPUs the kubelet keeps for the system
     (O(cpus), its C(reservedSystemCPUs)) that are on the NIC's own NUMA node, and not on the CPUs the static CPU
     manager gives pods exclusively.
   - When no reserved CPU is on a NIC's NUMA node, O(on_disjoint) decides (refuse by default).
@@ -149,7 +149,9 @@ unit_changed:
   returned: always
   type: bool
 observed:
-  description: What the module read - online CPUs, NUMA nodes, per NIC its NUMA node, local CPUs and vectors, the files.
+  description: >-
+    What the module read - online CPUs, NUMA nodes, per NIC its NUMA node, local CPUs and vectors (C(mismatched) where
+    C(/proc/interrupts) and C(msi_irqs/) disagree), the files.
   returned: always
   type: dict
 diff:
@@ -157,6 +159,11 @@ diff:
   returned: when diff mode is on and something changes
   type: list
   elements: dict
+backup_files:
+  description: Backup copies kept, by edited path (with O(backup=true)).
+  returned: when a backup was made
+  type: dict
+  sample: {"/etc/default/irqbalance": "/etc/default/irqbalance.12345.2026-01-01@10:00:00~"}
 """
 
 import re

@@ -164,6 +164,10 @@ diff:
   returned: when diff mode is on and something changes
   type: list
   elements: dict
+backup_files:
+  description: Backup copies kept, by edited path (with O(backup=true)).
+  returned: when a backup was made
+  type: dict
 """
 
 import json

@@ -48,8 +48,8 @@ def file_plans(host, planned):
 
 
 def apply(host, planned, backup=False):
-    """Apply ``planned``; returns ``(backup files, refused vectors)``.  ApplyError / VerifyError after putting
-    everything back."""
+    """Apply ``planned``; returns ``(backup files, refused vectors)``, the backups ``{edited path: backup path}`` as
+    every module returns them (empty without ``backup``).  ApplyError / VerifyError after putting everything back."""
     plans = file_plans(host, planned)
     backups = FileTransaction(host, backup=backup).apply_all(plans) if plans else {}
     done, refused = [], []
@@ -75,7 +75,7 @@ def apply(host, planned, backup=False):
                 step["target"], step.get("name"), step["device"], now, step["after"], _undone(done, plans)),
                 {"failed": step["target"], "read_back": now})
         done.append(step)
-    return sorted(backups.values()), refused
+    return backups, refused
 
 
 def _undone(done, plans):

@@ -6,8 +6,14 @@
 ``/proc/interrupts`` is kernel/irq/proc.c show_interrupts(): a header of ``CPU<n>`` columns (online CPUs), then per
 interrupt ``<irq>:``, one count per online CPU, the chip (``IR-PCI-MSI``, ``IR-PCI-MSIX-0000:01:00.0`` ...), the
 hardware IRQ and trigger (``1-edge``) and the handlers' names joined by ``", "``; then the architecture's lines
-(``NMI:``, ``LOC:`` ...).  mlx5_core names its handlers ``mlx5_<kind><n>@pci:<pci address>`` (pci_irq.c), so a
-vector is tied to its PCI function by name as well as by ``msi_irqs/``.
+(``NMI:``, ``LOC:`` ...).  Older kernels print the chip and the flow handler as one word (``PCI-MSI-edge``) and no
+hardware IRQ (the real captures in tests/fixtures/realworld/proc_interrupts).
+
+Which PCI function a row belongs to is not part of the format: the handler names are the driver's choice.  mlx5_core
+(and gve) write ``<name>@pci:<pci address>``, igb writes ``<ifname>`` and ``<ifname>-TxRx-<n>``, others again
+something else; kernels with per-device MSI domains (6.2+) put the address in the chip (``PCI-MSIX-<address>``).  The
+device's own ``msi_irqs/`` directory is what says which vectors are its own (the observer); a row's ``pci`` here is
+only the address the row itself names, when it names one, for the cross-check.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -20,7 +26,13 @@ import shlex
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 
 _ROW = re.compile(r"^\s*(\d+):(.*)$")
-_PCI_NAME = re.compile(r"@pci:((?:[0-9a-fA-F]{4,5}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_BDF = r"((?:[0-9a-fA-F]{4,5}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
+#: a handler name that carries its function's address (mlx5_core, gve: ``mlx5_comp0@pci:0000:01:00.0``)
+_PCI_NAME = re.compile(r"@pci:" + _BDF)
+#: a per-device MSI domain's chip (``IR-PCI-MSIX-0000:01:00.0``, ``PCI-MSI-0000:00:1f.2``)
+_PCI_CHIP = re.compile(r"PCI-MSIX?-" + _BDF + r"$")
+#: the hardware IRQ and flow word of newer kernels (``524288-edge``; ``-edge`` without an IRQ domain)
+_HWIRQ = re.compile(r"^\d*-\S+$")
 #: the variable irqbalance's unit passes on its command line (misc/irqbalance.service: ExecStart=... $IRQBALANCE_ARGS)
 ARGS_VAR = "IRQBALANCE_ARGS"
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?IRQBALANCE_ARGS=(.*)$")
@@ -28,7 +40,8 @@ _ASSIGN = re.compile(r"^\s*(?:export\s+)?IRQBALANCE_ARGS=(.*)$")
 
 def parse_proc_interrupts(text):
     """``{irq number: {"counts": [per CPU], "cpus": [CPU numbers], "chip": text, "name": handlers, "pci": bdf or None}}``
-    of the numbered rows; architecture rows (``NMI:`` ...) are left out.  ParseError without a header."""
+    of the numbered rows; architecture rows (``NMI:`` ...) are left out.  ``pci`` is the address the row names in a
+    handler name (``@pci:``) or its chip (``PCI-MSIX-<address>``), else None.  ParseError without a header."""
     lines = (text or "").splitlines()
     header = None
     rows = {}
@@ -44,12 +57,13 @@ def parse_proc_interrupts(text):
         counts = []
         while words and len(counts) < len(header) and words[0].isdigit():
             counts.append(int(words.pop(0)))
-        rest = " ".join(words)
-        # what follows the counts: chip, hwirq-trigger, then the handler names (the last field(s))
-        parts = re.split(r"\s+", rest.strip(), maxsplit=2)
-        name = parts[2] if len(parts) == 3 else (parts[-1] if parts else "")
-        pci = _PCI_NAME.search(rest)
-        rows[int(match.group(1))] = {"counts": counts, "cpus": header[:len(counts)], "chip": parts[0] if parts else "",
+        # what follows the counts: the chip, the hwirq-flow word (newer kernels; older ones join the flow to the
+        # chip: PCI-MSI-edge), then the handler names, if any
+        chip = words[0] if words else ""
+        names = words[2:] if len(words) > 1 and _HWIRQ.match(words[1]) else words[1:]
+        name = " ".join(names)
+        pci = _PCI_NAME.search(name) or _PCI_CHIP.search(chip)
+        rows[int(match.group(1))] = {"counts": counts, "cpus": header[:len(counts)], "chip": chip,
                                      "name": name, "pci": pci.group(1).lower() if pci else None}
     if header is None and (text or "").strip():
         raise ParseError("/proc/interrupts has no CPU header line")
@@ -57,7 +71,8 @@ def parse_proc_interrupts(text):
 
 
 def device_irqs(rows, bdf):
-    """The numbers of the rows whose handler names carry ``@pci:<bdf>`` (a domain-less name matches domain 0000)."""
+    """The numbers of the rows that name ``bdf`` (handler name or chip; a domain-less name matches domain 0000):
+    a cross-check only, since most drivers name no address (igb: ``eth0-TxRx-0``)."""
     names = set([bdf, bdf[5:]] if bdf.startswith("0000:") else [bdf])
     return sorted(irq for irq, row in rows.items() if row["pci"] in names)
 

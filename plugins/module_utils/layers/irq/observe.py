@@ -4,8 +4,12 @@
 """The ``irq`` layer's observer: written once, used by the module and by ``rdma_facts`` (``layers.irq``).
 
 Per RDMA NIC physical function: its NUMA node and local CPUs (sysfs ``numa_node``, ``local_cpulist``), its vectors
-(``msi_irqs/<N>``: the MSI/MSI-X vectors the driver allocated; one with no ``/proc/irq/<N>/`` has no handler yet and
-is left out, like the handler-named rows of ``/proc/interrupts`` it is cross-checked with), and per vector its name,
+(``msi_irqs/<N>``, drivers/pci/msi: the MSI/MSI-X vectors the function has allocated, whatever its driver; this
+directory alone says which vectors are the function's, as it does for the boot script and irqbalance; one with no
+``/proc/irq/<N>/`` was never requested and is left out), and per vector its name (the handler's name in
+``/proc/interrupts``: ``mlx5_comp3@pci:<address>``, ``eth0-TxRx-3`` ... only a label, since most drivers name no
+address; a row that does name this function but is not in ``msi_irqs/``, or a vector whose row names another
+function, is reported in ``mismatched``, never moved), ``smp_affinity_list``,
 ``smp_affinity_list``, ``effective_affinity_list`` and whether user space may set it: kernel/irq/proc.c creates
 ``smp_affinity(_list)`` without the owner's write bit for interrupts whose affinity the kernel manages
 (irq_can_set_affinity_usr(), 6.x kernels); older kernels create it 0644 and refuse the write with EIO instead.
@@ -74,9 +78,8 @@ def read_device(host, bdf, rows):
         numbers = set(int(n) for n in host.listdir(base + "/msi_irqs") if n.isdigit())
     except (HostReadError, ValueError) as exc:
         return {"error": getattr(exc, "msg", str(exc))}
-    named = set(interrupts.device_irqs(rows, bdf))
     irqs, unrequested = {}, []
-    for number in sorted(numbers | named):
+    for number in sorted(numbers):
         item = read_irq(host, number, rows)
         if item is None:
             unrequested.append(number)
@@ -85,9 +88,28 @@ def read_device(host, bdf, rows):
     out = {"numa_node": numa, "local_cpus": local, "irqs": irqs}
     if unrequested:
         out["unrequested"] = unrequested
-    if not numbers and not named:
+    mismatched = crosscheck(bdf, numbers, rows)
+    if mismatched:
+        out["mismatched"] = mismatched
+    if not numbers:
         out["note"] = "no MSI vectors: the driver is not bound (or uses legacy INTx)"
     return out
+
+
+def crosscheck(bdf, numbers, rows):
+    """``/proc/interrupts`` against ``msi_irqs/``: ``[{"irq", "name", "names"}]`` for a row that names ``bdf`` but is
+    not one of its vectors (an INTx line, a vector freed between the two reads) and for a vector whose row names
+    another function (``names``: the address the row names).  Both are reported and left alone."""
+    out = []
+    for number in interrupts.device_irqs(rows, bdf):
+        if number not in numbers:
+            out.append({"irq": number, "name": rows[number]["name"], "names": rows[number]["pci"]})
+    short = bdf[5:] if bdf.startswith("0000:") else bdf
+    for number in sorted(numbers):
+        named = (rows.get(number) or {}).get("pci")
+        if named and named not in (bdf, short):
+            out.append({"irq": number, "name": rows[number]["name"], "names": named})
+    return sorted(out, key=lambda entry: entry["irq"])
 
 
 def unit_values(text):

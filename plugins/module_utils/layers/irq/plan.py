@@ -122,6 +122,16 @@ def target_of(bdf, item, reserved, on_disjoint, online):
                         "set on_disjoint to local or reserved" % (who, where))
 
 
+def _mismatch_warning(bdf, item, entry):
+    """The warning of one observer cross-check entry (``msi_irqs/`` and ``/proc/interrupts`` disagree)."""
+    ours = str(entry["irq"]) in (item.get("irqs") or {}) or entry["irq"] in (item.get("unrequested") or [])
+    if ours:
+        return ("%s: IRQ %s is one of its MSI vectors (msi_irqs) but /proc/interrupts names %s (%s): placed with %s's "
+                "vectors, as msi_irqs says" % (bdf, entry["irq"], entry["names"], entry["name"], bdf))
+    return ("%s: IRQ %s (%s) names it in /proc/interrupts but is not one of its MSI vectors (msi_irqs): an INTx line or "
+            "a vector freed since; left alone" % (bdf, entry["irq"], entry["name"]))
+
+
 def _policy_conflict(args, policy):
     """Another policy script on irqbalance's command line (``-l X``, ``--policyscript X|=X``), or None."""
     for index, word in enumerate(args or []):
@@ -203,6 +213,7 @@ def plan(desired, observed):
             problems.append(problem)
             continue
         targets[bdf] = format_cpulist(cpus)
+        warnings.extend(_mismatch_warning(bdf, item, entry) for entry in item.get("mismatched") or [])
         for number in sorted(item.get("irqs") or {}, key=int):
             irq = item["irqs"][number]
             if _cpus(irq.get("affinity")) == cpus:

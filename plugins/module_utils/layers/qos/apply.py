@@ -79,7 +79,8 @@ def _do(host, commands, tool, step, value):
 
 
 def apply(host, commands, planned, backup=False):
-    """Apply ``planned``; returns the backup files (``{edited path: backup path}``, empty without ``backup``).  ApplyError / VerifyError after putting everything back."""
+    """Apply ``planned``; returns the backup files (``{edited path: backup path}``, empty without ``backup``).
+    ApplyError / VerifyError after putting everything back."""
     plans = file_plans(host, planned)
     backups = FileTransaction(host, backup=backup).apply_all(plans) if plans else {}
     tool = planned["tool"]

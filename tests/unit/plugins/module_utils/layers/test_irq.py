@@ -37,6 +37,84 @@ def test_real_grep_capture_per_device_msix_chip():
     assert len(interrupts.device_irqs(rows, "0000:01:00.0")) == 13 and rows[114]["counts"][8] == 1024467
 
 
+def test_real_igb_capture_old_format_names_without_addresses():
+    rows = interrupts.parse_proc_interrupts((REAL / "netutils-linux-i350-igb.txt").read_text())
+    assert [(n, rows[n]["name"], rows[n]["pci"]) for n in range(34, 39)] == [
+        (34, "eth6", None), (35, "eth6-TxRx-0", None), (36, "eth6-TxRx-1", None), (37, "eth6-TxRx-2", None),
+        (38, "eth6-TxRx-3", None)]
+    assert rows[35]["chip"] == "PCI-MSI-edge" and rows[35]["counts"] == [2225098459, 0, 1495607346, 0]
+    assert rows[19]["name"] == "skge@pci:0000:05:00.0" and rows[19]["chip"] == "IO-APIC-fasteoi"
+    assert rows[7]["name"] == "" and rows[41]["name"] == "eth0"  # a row with no handler name; r8169's one vector
+    # only skge names an address: by name, /proc/interrupts finds nothing of the I350 at 0000:01:00.0
+    assert interrupts.device_irqs(rows, "0000:05:00.0") == [19] and interrupts.device_irqs(rows, "0000:01:00.0") == []
+
+
+def _pci_node(root, capture, functions):
+    """A node tree: ``functions`` {bdf: (numa node, local CPUs, MSI vectors)}, /proc/irq/<n>/ for every vector,
+    4 CPUs online, and ``capture`` as /proc/interrupts."""
+    (root / "proc").mkdir(parents=True)
+    (root / "proc/interrupts").write_text(capture)
+    (root / "sys/devices/system/cpu").mkdir(parents=True)
+    (root / "sys/devices/system/cpu/online").write_text("0-3\n")
+    for bdf, (numa, local, vectors) in functions.items():
+        base = root / "sys/bus/pci/devices" / bdf
+        (base / "msi_irqs").mkdir(parents=True)
+        (base / "numa_node").write_text("%d\n" % numa)
+        (base / "local_cpulist").write_text(local + "\n")
+        for number in vectors:
+            (base / "msi_irqs" / str(number)).write_text("msix\n")
+            irq = root / "proc/irq" / str(number)
+            irq.mkdir(parents=True)
+            (irq / "smp_affinity_list").write_text("0-3\n")
+            (irq / "effective_affinity_list").write_text("0\n")
+
+
+def test_observer_on_an_igb_nic_takes_its_vectors_from_msi_irqs(tmp_path):
+    # the capture's three NICs: igb's five MSI-X vectors, r8169's one MSI vector, skge on an INTx line (no msi_irqs)
+    capture = (REAL / "netutils-linux-i350-igb.txt").read_text()
+    _pci_node(tmp_path, capture, {"0000:01:00.0": (-1, "0-3", range(34, 39)), "0000:03:00.0": (-1, "0-3", [41]),
+                                  "0000:05:00.0": (-1, "0-3", [])})
+    seen = observe.observe(HostRoot(str(tmp_path)), devices=["0000:01:00.0", "0000:03:00.0", "0000:05:00.0"])
+    igb = seen["devices"]["0000:01:00.0"]
+    assert dict((n, v["name"]) for n, v in igb["irqs"].items()) == {
+        "34": "eth6", "35": "eth6-TxRx-0", "36": "eth6-TxRx-1", "37": "eth6-TxRx-2", "38": "eth6-TxRx-3"}
+    assert "mismatched" not in igb and "note" not in igb
+    assert list(seen["devices"]["0000:03:00.0"]["irqs"]) == ["41"]
+    # skge's row names it, but an INTx line is no vector of its own: reported, never placed
+    skge = seen["devices"]["0000:05:00.0"]
+    assert skge["irqs"] == {} and skge["mismatched"] == [{"irq": 19, "name": "skge@pci:0000:05:00.0",
+                                                         "names": "0000:05:00.0"}]
+    assert skge["note"].startswith("no MSI vectors")
+    desired = _desired(cpus=[0, 1], devices=["0000:01:00.0", "0000:05:00.0"])
+    for item in seen["devices"].values():
+        item["rdma_devices"] = []
+    planned = plan.plan(desired, seen)
+    assert [(a["target"], a["name"], a["after"]) for a in planned["actions"]] == [
+        (str(n), name, "0-1") for n, name in zip(range(34, 39), ["eth6"] + ["eth6-TxRx-%d" % q for q in range(4)])]
+    assert [w for w in planned["warnings"] if "IRQ 19" in w] == [
+        "0000:05:00.0: IRQ 19 (skge@pci:0000:05:00.0) names it in /proc/interrupts but is not one of its MSI vectors "
+        "(msi_irqs): an INTx line or a vector freed since; left alone"]
+
+
+def test_observer_trusts_msi_irqs_over_a_row_naming_another_function(tmp_path):
+    # a real mlx5 capture (Azure VM, two VFs); msi_irqs/ of 8b76:00:02.0 says IRQ 36 is its own, while its row names
+    # 83a4:00:02.0 (a driver reload between the two reads would look so): placed with 8b76's vectors, and warned
+    capture = (REAL / "lkml-2023-01-27-azure-centos7.txt").read_text()
+    _pci_node(tmp_path, capture, {"8b76:00:02.0": (0, "0-3", [24, 25, 36])})
+    seen = observe.observe(HostRoot(str(tmp_path)), devices=["8b76:00:02.0"])
+    item = seen["devices"]["8b76:00:02.0"]
+    assert sorted(item["irqs"], key=int) == ["24", "25", "36"]
+    # the rows that name 8b76 but are no vector in its msi_irqs/ (this tree lists three): reported, not placed
+    assert [e["irq"] for e in item["mismatched"] if e["names"] == "8b76:00:02.0"] == [26, 28, 29, 30, 31, 32, 33, 34, 35]
+    other = [e for e in item["mismatched"] if e["irq"] == 36]
+    assert other == [{"irq": 36, "name": "mlx5_pages_eq@pci:83a4:00:02.0", "names": "83a4:00:02.0"}]
+    item["rdma_devices"] = ["mlx5_0"]
+    planned = plan.plan(_desired(cpus=None, devices=["8b76:00:02.0"]), seen)
+    assert [a["target"] for a in planned["actions"] if a["action"] == "set_affinity"] == []  # 0-3 already
+    assert any("IRQ 36 is one of its MSI vectors (msi_irqs) but /proc/interrupts names 83a4:00:02.0" in w
+               for w in planned["warnings"])
+
+
 def test_a_table_without_header_is_a_parse_error():
     with pytest.raises(Exception, match="no CPU header"):
         interrupts.parse_proc_interrupts(" 1: 0 0 IO-APIC 1-edge i8042\n")
@@ -245,8 +323,12 @@ def test_errors_name_option_and_value(monkeypatch, tmp_path):
         (root / "usr/sbin/irqbalance").chmod(0o755)
         (root / "etc/default").mkdir(parents=True, exist_ok=True)
         (root / "etc/default/irqbalance").write_text('#IRQBALANCE_ARGS=\nIRQBALANCE_ARGS=""\n')
-        done = run(monkeypatch, root, cpus="0-3", boot_unit=False)
+        done = run(monkeypatch, root, cpus="0-3", boot_unit=False, backup=True)
         assert done["targets"] == {"0000:01:00.0": "0-3", "0000:01:00.1": "0-3"}
+        # backups by edited path, as every module returns them (the policy script was new: nothing to keep)
+        assert list(done["backup_files"]) == ["/etc/default/irqbalance"]
+        assert pathlib.Path(done["backup_files"]["/etc/default/irqbalance"]).read_text() == (
+            '#IRQBALANCE_ARGS=\nIRQBALANCE_ARGS=""\n')
         assert done["restart_required"] == ["irqbalance.service"]
         assert 'IRQBALANCE_ARGS="--policyscript=/etc/rdma-k8s-node/irqbalance-policy.sh"' in (
             root / "etc/default/irqbalance").read_text()
