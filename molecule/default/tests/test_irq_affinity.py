@@ -1,0 +1,54 @@
+"""irq_affinity (issue 22.4) on the default scenario's nodes, after converge: every MSI vector of each RDMA NIC's
+physical function (the function's msi_irqs/, read through the host-root view) has the kubelet's reserved CPUs
+(0-3,56-59 in converge.yml) of the NIC's NUMA node as its affinity, the kernel's effective CPU is among them, and the
+boot unit names the same CPUs per function."""
+
+from __future__ import annotations
+
+import pytest
+
+ROOT = "/opt/hostroot"
+# physical function -> the CPUs its interrupts must be on, per archetype (tests/hwsim/specs): the reserved set
+# 0-3,56-59 intersected with the NUMA node of the function's host bridge (dgx-h100-degraded: node 0 = CPUs 0-55,112-167,
+# node 1 = 56-111,168-223; roce-cx6dx: one node, CPUs 0-63)
+NODE0, NODE1 = "0-3", "56-59"
+TARGETS = {
+    "dgx-h100-degraded": {"0000:18:00.0": NODE0, "0000:29:00.0": NODE0, "0000:29:00.1": NODE0,
+                          "0000:40:00.0": NODE0, "0000:4f:00.0": NODE0, "0000:5e:00.0": NODE0,
+                          "0000:9a:00.0": NODE1, "0000:aa:00.0": NODE1, "0000:aa:00.1": NODE1,
+                          "0000:c0:00.0": NODE1, "0000:ce:00.0": NODE1, "0000:dc:00.0": NODE1},
+    "roce-cx6dx": {"0000:01:00.0": "0-3,56-59", "0000:01:00.1": "0-3,56-59"},
+}
+
+
+def _cpus(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        start, _, end = part.partition("-")
+        cpus.update(range(int(start), int(end or start) + 1))
+    return cpus
+
+
+@pytest.fixture(scope="module")
+def targets(host):
+    spec = host.run("printenv HWSIM_SPEC").stdout.strip().rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
+    return TARGETS[spec]
+
+
+def test_every_vector_on_the_reserved_cpus_of_its_numa_node(host, targets):
+    for bdf, cpus in targets.items():
+        vectors = host.file("%s/sys/bus/pci/devices/%s/msi_irqs" % (ROOT, bdf)).listdir()
+        assert len(vectors) > 1, "%s has no MSI vectors" % bdf  # mlx5_async0 and its completion vectors
+        for irq in vectors:
+            affinity = host.file("%s/proc/irq/%s/smp_affinity_list" % (ROOT, irq)).content_string.strip()
+            effective = host.file("%s/proc/irq/%s/effective_affinity_list" % (ROOT, irq)).content_string
+            assert affinity == cpus, "%s IRQ %s: %s, not %s" % (bdf, irq, affinity, cpus)
+            assert _cpus(effective) <= _cpus(cpus), "%s IRQ %s runs on CPU %s" % (bdf, irq, effective.strip())
+
+
+def test_boot_unit_places_the_same_cpus(host, targets):
+    assert host.file("/etc/rdma-k8s-node/irq-affinity.sh").mode == 0o755
+    unit = host.file("/etc/systemd/system/rdma-k8s-node-irq.service").content_string
+    args = " ".join("%s %s" % (bdf, targets[bdf]) for bdf in sorted(targets))
+    assert "ExecStart=/bin/sh /etc/rdma-k8s-node/irq-affinity.sh 120 %s\n" % args in unit
+    assert "PartOf=openibd.service" in unit and "Before=irqbalance.service kubelet.service" in unit
