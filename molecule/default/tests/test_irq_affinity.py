@@ -24,8 +24,8 @@ TARGETS = {
 def _cpus(text):
     cpus = set()
     for part in text.strip().split(","):
-        start, _, end = part.partition("-")
-        cpus.update(range(int(start), int(end or start) + 1))
+        bounds = part.split("-")
+        cpus.update(range(int(bounds[0]), int(bounds[-1]) + 1))
     return cpus
 
 
