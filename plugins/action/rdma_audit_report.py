@@ -60,7 +60,8 @@ def write_reports(report, directory, formats=FORMATS):
     """``{format: path}`` of the report files written into ``directory`` (created when missing)."""
     os.makedirs(directory, mode=0o755, exist_ok=True)
     written = {}
-    blocks = _audit_report.report_blocks(report) if {"md", "html"} & set(formats) else None
+    shared = {}  # the structures' JSON text, made once for report.md, report.html and junit.xml
+    blocks = _audit_report.report_blocks(report, shared) if {"md", "html"} & set(formats) else None
     for kind in formats:
         if kind == "json":
             text = _audit_report.json_document(report) + "\n"
@@ -69,7 +70,7 @@ def write_reports(report, directory, formats=FORMATS):
         elif kind == "html":
             text = _audit_report.to_html(blocks, _audit_report.html_title(report))
         else:
-            text = _audit_report.junit(report)
+            text = _audit_report.junit(report, shared=shared)
         path = os.path.join(directory, FILE_NAMES[kind])
         write_file(path, text)
         written[kind] = path

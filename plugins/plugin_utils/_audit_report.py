@@ -15,7 +15,7 @@ from html import escape as _html_escape
 from json.encoder import encode_basestring, encode_basestring_ascii
 from xml.sax.saxutils import escape, quoteattr
 
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit import STATUSES
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit import STATUSES, gc_paused
 
 try:
     from json.encoder import c_make_encoder
@@ -51,7 +51,8 @@ def _encoder(sort_keys, ensure_ascii, separators):
     return encode
 
 
-# one encoder each instead of one per json.dumps() call (a report has thousands of cells): the same text
+# one encoder each instead of one per json.dumps() call (a report has thousands of cells): the same text (and the
+# same settings: report.md's cells and junit.xml's bodies share a structure's text, _structure_json)
 _CELL_JSON = _encoder(True, True, (", ", ": "))
 _JUNIT_JSON = _encoder(True, True, (", ", ": "))
 _INF = float("inf")
@@ -99,6 +100,17 @@ def _write_json(value, out, indent, depth):
             return
         inner = indent + "  "
         first = True
+        if depth + 1 == COMPACT_DEPTH:  # a host's checks: each one compact line (what the call below would write)
+            for item in value:
+                part = type(item)
+                if part is dict or part is list or part is tuple:
+                    out.append(("[" if first else ",") + inner + _LINE_JSON(item))
+                else:
+                    out.append(("[" if first else ",") + inner)
+                    _write_json(item, out, inner, depth + 1)
+                first = False
+            out.append(indent + "]")
+            return
         for item in value:
             out.append(("[" if first else ",") + inner)
             first = False
@@ -128,6 +140,7 @@ def _write_json(value, out, indent, depth):
         raise _Unusual()
 
 
+@gc_paused  # a report's texts at fleet scale (see gc_paused)
 def json_document(value):
     """report.json's text: ``json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)`` down to depth
     :data:`COMPACT_DEPTH` (a check of a host), one compact line (``", "`` and ``": "``, sorted keys) for each value
@@ -163,7 +176,13 @@ _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 
 
 def _text(value):
-    """A cell's value as text: compact JSON for structures, ``-`` for nothing, yes/no for booleans."""
+    """A cell's value as text: compact JSON for structures, ``-`` for nothing, yes/no for booleans.  Idempotent: the
+    text of a text is itself (report_blocks stores the checks' values as their text, written twice: .md and .html)."""
+    kind = type(value)
+    if kind is str:
+        return value or "-"
+    if kind is int:
+        return int.__repr__(value)  # what the json module writes for an int
     if value is None or value == "":
         return "-"
     if isinstance(value, str):
@@ -171,6 +190,28 @@ def _text(value):
     if isinstance(value, bool):
         return "yes" if value else "no"
     return _CELL_JSON(value)
+
+
+def _structure_json(value, shared):
+    """``_CELL_JSON(value)`` of a dict or a list, made once per object for one report's writers when ``shared`` (a
+    dict they pass along) is given: report.md's cells and junit.xml's bodies hold the same values in the same text.
+    The object is kept with its text, so its id cannot be reused while ``shared`` lives."""
+    if shared is None:
+        return _CELL_JSON(value)
+    hit = shared.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    text = _CELL_JSON(value)
+    shared[id(value)] = (value, text)
+    return text
+
+
+def _cell_text(value, shared=None):
+    """:func:`_text`, a structure's text shared with the other writers (:func:`_structure_json`)."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return _structure_json(value, shared) if value else _text(value)
+    return _text(value)
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a report repeats most cell texts (layers, statuses, values, remedies)
@@ -219,6 +260,8 @@ def _md_inline(parts):
 
 
 def _md_cell(value):
+    if type(value) is str and value:
+        return md_escape(value)
     if isinstance(value, tuple):
         return _md_inline([value])
     return md_escape(_text(value))
@@ -230,6 +273,7 @@ def _fence(text):
     return "`" * max(3, longest + 1)
 
 
+@gc_paused  # a report's texts at fleet scale (see gc_paused)
 def to_markdown(blocks):
     """report.md's text of the blocks."""
     out = []
@@ -270,6 +314,8 @@ def _html_inline(parts):
 
 
 def _html_cell(value):
+    if type(value) is str and value:
+        return _html_text(value)
     if isinstance(value, tuple):
         return _html_inline([value])
     return _html_text(_text(value))
@@ -287,6 +333,7 @@ pre { background: #f6f8fa; padding: .6em; overflow-x: auto; font-size: 12px; }
 """
 
 
+@gc_paused  # a report's texts at fleet scale (see gc_paused)
 def to_html(blocks, title="RDMA node audit"):
     """A self-contained HTML page of the blocks (inline CSS, nothing loaded, no script may run)."""
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -422,9 +469,18 @@ def summary_blocks(report):
     return out
 
 
-def report_blocks(report):
+def _remedy_detail(remedy, detail):
+    """``remedy; detail``, either alone, or empty (``"; ".join`` of the texts given)."""
+    if type(remedy) is str and type(detail) is str and remedy and detail:
+        return remedy + "; " + detail
+    return "; ".join(t for t in (remedy, detail) if t)
+
+
+@gc_paused  # a report's texts at fleet scale (see gc_paused)
+def report_blocks(report, shared=None):
     """The blocks of report.md: title, summary, the inventory table, then per host its checks that are not ok
-    (the ok ones counted by layer; report.json and junit.xml have every check) and its GPU-NIC matrix."""
+    (the ok ones counted by layer; report.json and junit.xml have every check) and its GPU-NIC matrix.  ``shared``:
+    a dict the same report's :func:`junit` gets too (its structures are encoded once for both)."""
     summary = report["summary"]
     intro = []
     if report.get("generated"):
@@ -459,9 +515,11 @@ def report_blocks(report):
                 bad.append(check)
         if bad:
             bad.sort(key=lambda c: _ORDER[c["status"]])
+            # the values as their cell text, made once for report.md and report.html
             out.append(("table", header, [
-                [check_name(c), c["layer"], _MARK[c["status"]], c["desired"], c["live"], c["persisted"],
-                 "; ".join(t for t in (c.get("remedy"), c.get("detail")) if t)] for c in bad]))
+                [check_name(c), c["layer"], _MARK[c["status"]], _cell_text(c["desired"], shared),
+                 _cell_text(c["live"], shared), _cell_text(c["persisted"], shared),
+                 _remedy_detail(c.get("remedy"), c.get("detail"))] for c in bad]))
         if good:
             out.append(("p", ["%d checks ok (%s)." % (sum(good.values()), ", ".join(
                 "%s %d" % (layer, count) for layer, count in sorted(good.items())))]))
@@ -501,8 +559,26 @@ def _xml_attr(text):
     return quoteattr(_xml_chars(text))
 
 
-def junit(report, suite="rdma.k8s_node audit"):
-    """junit.xml: one test suite per host, one test case per check; drift and fail are failures, unknown errors."""
+_STATUS_ATTR = {"drift": quoteattr("drift"), "fail": quoteattr("fail")}
+
+
+def _junit_value(value, shared=None):
+    """A value in a JUnit failure's body: :data:`_JUNIT_JSON`'s text (strings and nothing without the encoder; a
+    structure's text is report.md's, the same encoder: :func:`_structure_json`)."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if value is None:
+        return "null"
+    if (kind is dict or kind is list) and value:
+        return _structure_json(value, shared)
+    return _JUNIT_JSON(value)
+
+
+@gc_paused  # a report's texts at fleet scale (see gc_paused)
+def junit(report, suite="rdma.k8s_node audit", shared=None):
+    """junit.xml: one test suite per host, one test case per check; drift and fail are failures, unknown errors.
+    ``shared``: see :func:`report_blocks`."""
     totals = report["summary"]["checks_by_status"]
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              "<testsuites name=%s tests=\"%d\" failures=\"%d\" errors=\"%d\">" % (
@@ -523,11 +599,11 @@ def junit(report, suite="rdma.k8s_node audit"):
                 continue
             lines.append('    <testcase classname=%s name=%s>' % (classname, _xml_attr(check_name(check))))
             body = "desired: %s\nlive: %s\npersisted: %s\nremedy: %s\ndetail: %s" % tuple(
-                _JUNIT_JSON(check.get(k)) for k in ("desired", "live", "persisted", "remedy", "detail"))
+                _junit_value(check.get(k), shared) for k in ("desired", "live", "persisted", "remedy", "detail"))
             message = check.get("remedy") or check.get("detail") or status
             if status in ("drift", "fail"):
                 lines.append('      <failure type=%s message=%s>%s</failure>' % (
-                    quoteattr(status), _xml_attr(message), escape(_xml_chars(body))))
+                    _STATUS_ATTR[status], _xml_attr(message), escape(_xml_chars(body))))
             elif status == "unknown":
                 lines.append('      <error type="unknown" message=%s>%s</error>' % (_xml_attr(message), escape(_xml_chars(body))))
             lines.append("    </testcase>")

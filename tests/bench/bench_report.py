@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import json
 import pathlib
 import resource
@@ -97,11 +98,15 @@ def child(tree: str, result_file: str, count: int) -> dict:
     del hosts
     out["checks_per_host"] = round(sum(len(h["checks"]) for h in report["hosts"].values()) / float(count), 1)
     writers = [("json", lambda: _audit_report.json_document(report)), ("md", lambda: _audit_report.markdown(report))]
+    # as the rdma_audit_report action writes them (write_reports): the structures' text shared by report.md,
+    # report.html and junit.xml when the tree has it
+    shared = {} if "shared" in inspect.signature(_audit_report.junit).parameters else None
     if hasattr(_audit_report, "report_blocks"):  # one document model for report.md and report.html
-        blocks = timed("blocks", lambda: _audit_report.report_blocks(report))
+        blocks = timed("blocks", lambda: _audit_report.report_blocks(report, *([shared] if shared is not None else [])))
         writers = [writers[0], ("md", lambda: _audit_report.to_markdown(blocks)),
                    ("html", lambda: _audit_report.to_html(blocks, _audit_report.html_title(report)))]
-    writers += [("junit", lambda: _audit_report.junit(report)), ("summary", lambda: _audit_report.short_summary(report))]
+    writers += [("junit", lambda: _audit_report.junit(report, **({"shared": shared} if shared is not None else {}))),
+                ("summary", lambda: _audit_report.short_summary(report))]
     for name, func in writers:
         timed(name, func)
     out["report_s"] = round(sum(out.get(name + "_s", 0) for name in ("blocks", "json", "md", "html", "junit", "summary")), 3)

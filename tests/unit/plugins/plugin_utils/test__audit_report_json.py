@@ -4,6 +4,7 @@ line (``json.dumps(sort_keys=True, separators=(", ", ": "), ensure_ascii=False)`
 simulator's archetypes, on every JSON type and odd string, and it leaves what is not plain JSON (other key types,
 other value types) to the json module, errors included.  The Markdown and JUnit cells keep json.dumps' text too."""
 
+import gc
 import json
 import math
 
@@ -117,3 +118,60 @@ def test_markdown_and_junit_keep_json_dumps_text(report, monkeypatch):
     monkeypatch.setattr(_audit_report, "_CELL_JSON", lambda v: json.dumps(v, sort_keys=True, separators=(", ", ": ")))
     monkeypatch.setattr(_audit_report, "_JUNIT_JSON", lambda v: json.dumps(v, sort_keys=True))
     assert (_audit_report.markdown(report), _audit_report.junit(report)) == text
+
+
+def test_writers_share_a_structures_text_and_write_the_same_files(report, monkeypatch):
+    """write_reports gives report_blocks and junit one dict: a structure's text is made once for report.md,
+    report.html and junit.xml (the same encoder settings), and every file is what it is without sharing."""
+    alone = (_audit_report.markdown(report), _audit_report.html(report), _audit_report.junit(report))
+    shared = {}
+    blocks = _audit_report.report_blocks(report, shared)
+    assert shared and all(text == json.dumps(value, sort_keys=True, separators=(", ", ": "))
+                          for value, text in shared.values())
+    encoded = []
+    cell_json = _audit_report._CELL_JSON
+    monkeypatch.setattr(_audit_report, "_CELL_JSON", lambda v: encoded.append(v) or cell_json(v))
+    assert _audit_report.junit(report, shared=shared) == alone[2]
+    with_sharing = len(encoded)
+    del encoded[:]
+    _audit_report.junit(report)
+    assert with_sharing < len(encoded)
+    assert (_audit_report.to_markdown(blocks), _audit_report.to_html(blocks, _audit_report.html_title(report))) == alone[:2]
+
+
+def test_the_report_is_built_with_the_garbage_collector_paused(report, monkeypatch):
+    """The comparison and every writer run with gc disabled (full collections walk the whole report for nothing
+    at fleet scale) and leave it as they found it, enabled or not."""
+    seen = []
+    cell_json, audit_host = _audit_report._CELL_JSON, _audit.audit_host
+    monkeypatch.setattr(_audit_report, "_CELL_JSON", lambda v: seen.append(gc.isenabled()) or cell_json(v))
+    monkeypatch.setattr(_audit_report, "_LINE_JSON", lambda v: seen.append(gc.isenabled()) or json.dumps(v))
+    monkeypatch.setattr(_audit, "audit_host", lambda *a: seen.append(gc.isenabled()) or audit_host(*a))
+    assert gc.isenabled()
+    _audit.audit({"h": {"facts": None, "desired": None, "layers": None, "error": "down"}})
+    blocks = _audit_report.report_blocks(report)
+    for write in (lambda: _audit_report.json_document(report), lambda: _audit_report.junit(report),
+                  lambda: _audit_report.to_markdown(blocks), lambda: _audit_report.to_html(blocks)):
+        write()
+        assert gc.isenabled()
+    assert len(seen) > 10 and not any(seen)
+    gc.disable()
+    try:
+        _audit_report.junit(report)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_write_reports_writes_each_writers_text(report, tmp_path):
+    """The rdma_audit_report action's files (sharing the structures' text between them) are the writers' texts."""
+    from ansible_collections.rdma.k8s_node.plugins.action.rdma_audit_report import write_reports  # pylint: disable=import-outside-toplevel
+
+    files = write_reports(report, str(tmp_path / "out"))
+    expected = {"json": _audit_report.json_document(report) + "\n", "md": _audit_report.markdown(report),
+                "html": _audit_report.html(report), "junit": _audit_report.junit(report)}
+    assert sorted(files) == sorted(expected)
+    for kind, path in files.items():
+        with open(path, encoding="utf-8") as handle:
+            assert handle.read() == expected[kind], kind
+    assert sorted(write_reports(report, str(tmp_path / "two"), ["junit", "md"])) == ["junit", "md"]
