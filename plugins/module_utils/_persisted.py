@@ -19,9 +19,9 @@ import re
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _netns
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import mode as _netns
 
 GRUB_CFGS = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
 BLS_DIR = "/boot/loader/entries"

@@ -140,7 +140,11 @@ options:
     type: bool
     default: false
   restart_timeout:
-    description: Seconds (at least 1) to wait for the kubelet to be active and healthy after a restart.
+    description:
+      - Seconds (at least 1) to wait for the kubelet to be active and healthy after a restart.
+      - The wait ends early, as a failure, when systemd gives up on the unit (C(failed)) or its C(Restart=) has started
+        it twice since the module's restart (C(NRestarts)): a kubelet refusing its configuration or checkpoint exits at
+        every start, and the rollback should not wait for the timeout.
     type: int
     default: 60
   settle_time:
@@ -396,13 +400,35 @@ class Kubelet:
             return True, "ok"
         return False, body.decode("utf-8", "replace")[:200]
 
+    def restarts(self):
+        """systemd's NRestarts of the unit (its Restart= retries since the last explicit start), or None."""
+        rc, out, dummy_err = self.systemctl("show", self.service, "-p", "NRestarts", "--value")
+        value = out.strip()
+        return int(value) if rc == 0 and value.isdigit() else None
+
+    def gave_up(self, why, restarts_before):
+        """Why waiting longer is pointless, or None: systemd has given up on the unit (``failed``, or ``inactive``
+        after the start), or it is crash-looping (Restart= started it again ``CRASH_LOOP`` times since ours)."""
+        if why in ("failed", "inactive"):
+            return "%s: systemd is not restarting it" % why
+        now = self.restarts()
+        if restarts_before is not None and now is not None and now - restarts_before >= CRASH_LOOP:
+            return "%s: it exited and systemd restarted it %d times" % (why, now - restarts_before)
+        return None
+
     def healthy(self, timeout, url, settle=0):
-        """Healthy within ``timeout`` s, then still healthy with the same main process for ``settle`` s."""
+        """Healthy within ``timeout`` s, then still healthy with the same main process for ``settle`` s.  A unit
+        systemd gave up on, or one that keeps exiting (``CRASH_LOOP`` restarts by its Restart=), fails at once."""
         deadline = time.time() + timeout
         first, pid = None, None
+        restarts_before = self.restarts()
         while True:
             ok, why = self.answers(url)
             now = time.time()
+            if not ok and first is None:
+                stuck = self.gave_up(why, restarts_before)
+                if stuck:
+                    return False, stuck
             if ok:
                 current = self.main_pid() if settle else None  # nothing to compare without a settle time
                 if first is None:
@@ -417,6 +443,11 @@ class Kubelet:
             elif now >= deadline:
                 return False, why
             time.sleep(1)
+
+
+# a kubelet whose unit's Restart= brought it back this many times since our restart will not come up: a bad config or
+# checkpoint fails every start (kubeadm's unit: Restart=always, RestartSec=10, so about 20 s instead of restart_timeout)
+CRASH_LOOP = 2
 
 
 def check_params(params):

@@ -463,6 +463,12 @@ ansible_facts:
               (RDMA-CM default ToS, V(null) without its configfs group), C(traffic_class) (V(null) without the OFED
               file, -1 unset) or C(error); C(ib_ports), C(problems), C(unit) and C(script) (the boot files). See
               docs/roce.md.
+            - C(netns) - C(ib_core_loaded), C(live) (the running mode, V(shared) or V(exclusive)), C(cmdline_value) and
+              C(cmdline) (C(ib_core.netns_mode=) of the running kernel's command line), C(modprobe) (every modprobe.d
+              file in kmod's order with its ib_core lines), C(files) (C(content), C(mode), C(uid), C(gid) of each file in
+              C(/etc/modprobe.d) with an ib_core line), C(persisted) (the mode the next boot gets, as
+              C(persisted.netns_mode)), C(shared_device_plugin) (running RDMA shared device plugin
+              processes) and C(problems). See docs/kernel.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,

@@ -30,8 +30,6 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as _kub
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _netns as _netns_mod
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as _sysctl_mod
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
@@ -52,7 +50,6 @@ AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 ZERO_GUID = "0000:0000:0000:0000"
 SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
 RDMA_USER_MODULES = ("ib_uverbs", "rdma_ucm")
-SHARED_DEVICE_PLUGIN = "k8s-rdma-shared"
 # the files the modules own by default (the roles' defaults; the audit reads the role variable when it has one)
 SYSCTL_FILE = "/etc/sysctl.d/90-rdma-k8s-node.conf"
 NETNS_CONF_FILE = "/etc/modprobe.d/rdma-k8s-node-ib_core.conf"
@@ -285,57 +282,6 @@ def _kernel(checks, facts, desired):
         status = "ok" if not in_live and not in_boot else "drift"
         checks.add("kernel.cmdline_absent", status, desired="absent", subject=pattern, live=in_live,
                    persisted=in_boot, remedy="run the rdma_kernel role (rdma_kernel_absent_args), then reboot")
-
-
-# -- netns mode -------------------------------------------------------------------------------------------------------
-def _netns(checks, facts, desired):
-    live = facts.get("netns_mode")
-    persisted = ((facts.get("persisted") or {}).get("netns_mode") or {}).get("effective")
-    want = (desired or {}).get("rdma_netns_mode")
-    if want:
-        if live is None and facts.get("devices"):
-            checks.add("netns.mode", "unknown", desired=want, persisted=persisted,
-                       detail="ib_core's netns_mode could not be read")
-        elif live is None:
-            checks.add("netns.mode", "ok" if persisted in (want, None) and want == "shared" or persisted == want
-                       else "drift", desired=want, persisted=persisted, remedy="run the rdma_netns role",
-                       detail="ib_core is not loaded")
-        else:
-            status = _tri(want, live, persisted if persisted is not None else "shared")
-            remedy = None
-            if status == "drift":
-                remedy = ("run the rdma_netns role: it switches live when no network namespace exists (no pods), "
-                          "else reboot the node, the mode is persisted" if persisted == want
-                          else "run the rdma_netns role (rdma_netns_mode=%s)" % want)
-            checks.add("netns.mode", status, desired=want, live=live, persisted=persisted, remedy=remedy,
-                       detail=None if persisted is not None else "nothing persisted: ib_core's default is shared")
-    if want:
-        _netns_overrides(checks, facts, desired, want)
-    running = [p for p in facts.get("device_plugins") or [] if p.startswith(SHARED_DEVICE_PLUGIN)]
-    if (live == "exclusive" or want == "exclusive") and running:
-        checks.add("netns.shared_device_plugin", "fail", desired="no RDMA shared device plugin in exclusive mode",
-                   live=running, remedy="use the SR-IOV device plugin (one VF per pod) or rdma_netns_mode=shared",
-                   detail="the RDMA shared device plugin stops seeing devices when the netns mode is exclusive")
-
-
-def _netns_overrides(checks, facts, desired, want):
-    """``netns.override``: modprobe.d settings kmod gives ib_core after the role's file, by the module's planner."""
-    modprobe = (facts.get("persisted") or {}).get("modprobe")
-    if modprobe is None:
-        return  # facts of an older collection version
-    ours = desired.get("rdma_netns_conf_file") or NETNS_CONF_FILE
-    layers = [(f["path"], [tuple(d) for d in f["directives"]]) for f in modprobe]
-    try:
-        layers = _modprobe.with_ours(layers, ours, _modprobe.directives(_netns_mod.render_conf(want)))
-    except ValueError as exc:
-        checks.add("netns.override", "unknown", desired=want, detail=str(exc))
-        return
-    for item in _netns_mod.overrides(_modprobe.settings_of(layers, "ib_core", "netns_mode"), ours, want):
-        checks.add("netns.override", "fail", subject=item["file"], desired=want, live=item["mode"],
-                   persisted="%s:%s netns_mode=%s" % (item["file"], item["line"], item["value"]),
-                   remedy="remove that setting (sriov-network-operator: give its SriovNetworkPoolConfig the same rdmaMode, "
-                          "or none), or set rdma_netns_conf_file to a name that sorts after it",
-                   detail=_netns_mod.describe_override(item, want))
 
 
 # -- ARP / rp_filter sysctls ------------------------------------------------------------------------------------------
@@ -934,7 +880,7 @@ def _topology_layer(checks, facts, desired):
 
 # the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
-    "drivers": _drivers, "kernel": _kernel, "netns": _netns, "sysctl": _sysctl_layer, "sriov": _sriov,
+    "drivers": _drivers, "kernel": _kernel, "sysctl": _sysctl_layer, "sriov": _sriov,
     "containerd": _containerd_checks, "kubelet": _kubelet_layer, "topology": _topology_layer,
 }
 
@@ -1000,6 +946,8 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
             continue
         # a room: its own judgement of its own facts (the module's planner run on them)
         section = (facts.get("layers") or {}).get(layer.name)
+        if section is None and layer.legacy_ref is not None:
+            section = layer.legacy_section(facts)  # facts without the room's section: from their other keys
         if section is None:
             continue  # facts of an older collection version, or its observer failed (a facts.read problem)
         for check in layer.judge(section, desired):

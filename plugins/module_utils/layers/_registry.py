@@ -29,6 +29,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters impo
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import observe as _firmware_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _irq_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import observe as _netns_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.qos import observe as _qos_observe
 
@@ -47,7 +48,8 @@ _Layer = namedtuple("Layer", (
     "judge_ref",       # "<room module>:<function>": (its facts, desired or None) -> the audit's checks of the layer
     "inventory_judge_ref",  # "<room module>:<function>": ({host: its facts or None}) -> {host: [checks]} (None: none)
     "runs_tools",      # its observer runs node tools: rdma_facts calls observe(host, commands) (mlxconfig)
-), defaults=(None, None, None, False))
+    "legacy_ref",      # "<room module>:<function>": facts without layers.<name> (an older collection) -> its section
+), defaults=(None, None, None, False, None))
 
 
 def _resolve(ref):
@@ -70,6 +72,10 @@ class Layer(_Layer):
     def inventory_judge(self):
         return _resolve(self.inventory_judge_ref)
 
+    @property
+    def legacy_section(self):
+        return _resolve(self.legacy_ref)
+
 
 LAYERS = (
     Layer("drivers", "Drivers (DOCA-OFED) and GPUDirect RDMA", ("doca_ofed", "nvidia_peermem"),
@@ -82,7 +88,8 @@ LAYERS = (
           (), ("kernel_cmdline", "persisted"), "docs/kernel.md#boot-arguments-kernel_cmdline-role-rdma_kernel"),
     Layer("netns", "RDMA subsystem netns mode", ("rdma_netns",),
           ("rdma_netns_mode", "rdma_netns_conf_file"),
-          (), ("netns_mode", "persisted", "device_plugins"), "docs/kernel.md#rdma-netns-mode-rdma_netns-role-rdma_netns"),
+          (), ("layers", "netns_mode", "persisted", "device_plugins"), "docs/kernel.md#rdma-netns-mode-rdma_netns-role-rdma_netns",
+          observe=_netns_observe.facts, judge_ref="netns.judge:judge", legacy_ref="netns.judge:section_of"),
     Layer("sysctl", "ARP and reverse-path sysctls of the RDMA netdevs", ("rdma_sysctl",),
           ("rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file"),
           (), ("sysctl", "persisted", "devices"), "docs/kernel.md#arp-and-reverse-path-filtering-sysctl_dropin-role-rdma_sysctl"),

@@ -451,17 +451,22 @@ class FakeSystemd:
 
     A started service gets a new pid with ``/proc/<pid>/{limits,stat,cmdline,comm}`` in the node tree (memlock from
     the unit files loaded at the last daemon-reload, like systemd).  ``fail_start[name](root)`` decides whether a
-    start fails (the service then is ``failed``); ``fail_reload`` makes daemon-reload fail."""
+    start fails (the service then is ``failed``); ``fail_reload`` makes daemon-reload fail.  A service in
+    ``restart_always`` (``Restart=always``, as kubeadm's kubelet.service) is ``activating`` after a failed start
+    instead, and systemd tries again each time its state is asked (one ``RestartSec`` per poll), counting
+    ``NRestarts``; an explicit start or restart resets the count, as systemd's does (the VM's journal: "restart
+    counter is at 1" after ``systemctl restart``)."""
 
     def __init__(self, root, services):
         self.root = pathlib.Path(root)
         self.services = {}
         self.fail_start = {}
         self.fail_reload = False
+        self.restart_always = set()
         self.next_pid = 4000
         self.log = []
         for name, cmdline in services.items():
-            self.services[name] = {"state": "inactive", "pid": 0, "cmdline": cmdline, "limit": None}
+            self.services[name] = {"state": "inactive", "pid": 0, "cmdline": cmdline, "limit": None, "restarts": 0}
         self.daemon_reload()
         for name in services:
             self._start(name)
@@ -494,7 +499,7 @@ class FakeSystemd:
         svc = self.services[name]
         check = self.fail_start.get(name)
         if check is not None and check(self.root):
-            svc.update(state="failed", pid=0)
+            svc.update(state="activating" if name in self.restart_always else "failed", pid=0)
             return 1, "", ("Job for %s.service failed because the control process exited with error code.\nSee "
                            "\"systemctl status %s.service\" and \"journalctl -xeu %s.service\" for details.\n"
                            % (name, name, name))
@@ -534,10 +539,14 @@ class FakeSystemd:
         if name not in self.services:
             return 4, "", "Unit %s.service could not be found.\n" % name
         svc = self.services[name]
+        if verb in ("show", "is-active") and svc["state"] == "activating":
+            svc["restarts"] += 1      # RestartSec passed: systemd's next try
+            self._start(name)
         if verb == "show":
             props = [words[i + 1] for i, w in enumerate(words) if w == "-p"]
             values = {"ActiveState": svc["state"], "MainPID": str(svc["pid"]),
-                      "LimitMEMLOCK": "infinity" if svc["limit"] == "infinity" else svc["limit"]}
+                      "LimitMEMLOCK": "infinity" if svc["limit"] == "infinity" else svc["limit"],
+                      "NRestarts": str(svc["restarts"])}
             if "--value" in words:
                 return 0, "".join(values[p] + "\n" for p in props), ""
             return 0, "".join("%s=%s\n" % (p, values[p]) for p in props), ""
@@ -546,6 +555,7 @@ class FakeSystemd:
         if verb == "stop":
             return self._stop(name)
         if verb in ("start", "restart"):
+            svc["restarts"] = 0
             self._stop(name)
             return self._start(name)
         return 1, "", "unknown verb %s\n" % verb

@@ -61,6 +61,58 @@ def test_a_stable_kubelet_passes_the_settle_time(tmp_path, monkeypatch):
     assert result["changed"] is True
 
 
+# -- a kubelet that does not start: fail at once, not after restart_timeout --------------------------------------------
+def failing_start_when(bench, marker, restart_always=True, times=None):
+    """The kubelet's start fails while its config holds ``marker`` (at most ``times`` times): what a kubelet refusing
+    its configuration shows systemd.  ``restart_always``: kubeadm's unit (Restart=always), else systemd gives up."""
+    fired = []
+
+    def fails(root):
+        config = root / bench.target().lstrip("/")
+        if marker in config.read_text() and (times is None or len(fired) < times):
+            fired.append(1)
+            return True
+        return False
+    bench.systemd.fail_start["kubelet"] = fails
+    if restart_always:
+        bench.systemd.restart_always.add("kubelet")
+    return fired
+
+
+def test_a_crash_looping_kubelet_is_rolled_back_without_waiting_for_the_timeout(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    before = bench.observe()
+    fired = failing_start_when(bench, "best-effort")
+    # restart_timeout is an hour: only the crash-loop rule can end the wait in this test's lifetime
+    failure = bench.run(bench.args(topology_manager_policy="best-effort", restart=True, restart_timeout=3600),
+                        expect=ModuleFail)
+    assert "did not become healthy after the change (activating: it exited and systemd restarted it 2 times)" \
+        in failure["msg"]
+    assert "the files were restored" in failure["msg"] and failure["details"]["healthy_after_rollback"] is True
+    assert len(fired) >= 3          # our restart and at least systemd's two (the fake retries at every poll)
+    after = bench.observe()
+    assert after["tree"] == before["tree"] and after["services"] == {"kubelet": "active"}
+
+
+def test_a_kubelet_systemd_gave_up_on_is_rolled_back_at_once(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)
+    failing_start_when(bench, "best-effort", restart_always=False)
+    failure = bench.run(bench.args(topology_manager_policy="best-effort", restart=True, restart_timeout=3600),
+                        expect=ModuleFail)
+    assert "did not become healthy after the change (failed: systemd is not restarting it)" in failure["msg"]
+    assert failure["details"]["healthy_after_rollback"] is True
+
+
+def test_a_kubelet_that_fails_once_then_starts_is_healthy(tmp_path, monkeypatch):
+    """One failed start is not a crash loop: the kubelet systemd brought back at its first retry is accepted."""
+    bench = KubeletBench(tmp_path, monkeypatch)
+    fired = failing_start_when(bench, "best-effort", times=1)
+    result = bench.run(bench.args(topology_manager_policy="best-effort", restart=True, restart_timeout=3600,
+                                  settle_time=1))
+    assert result["changed"] is True and len(fired) == 1
+    assert bench.observe()["services"] == {"kubelet": "active"}
+
+
 # -- default policy options: applied only where the kubelet accepts them ----------------------------------------------
 PREFER = {"prefer-closest-numa-nodes": "true"}
 

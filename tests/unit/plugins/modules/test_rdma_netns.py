@@ -8,6 +8,7 @@ import yaml
 
 import hwsim
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import initramfs
 from ansible_collections.rdma.k8s_node.plugins.modules import rdma_netns
 from unit.plugins.modules.harness import ModuleFail, run_module
 from unit.plugins.modules.simnode import sim_node
@@ -183,7 +184,7 @@ def names_of(image, chunk=1 << 20, decompress=None):
 
     def no_external(method, data):
         raise AssertionError("no external decompressor expected for %s" % method)
-    return [n.decode() for n in rdma_netns.initramfs_names(io.BytesIO(image).read, decompress or no_external, chunk)]
+    return [n.decode() for n in initramfs.initramfs_names(io.BytesIO(image).read, decompress or no_external, chunk)]
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 113, 4096, 1 << 20])
@@ -231,9 +232,9 @@ def test_real_zstd_through_run_command(tmp_path):
             done = subprocess.run(argv, input=data, capture_output=True, check=False)
             return done.returncode, done.stdout, done.stderr
 
-    decompress = rdma_netns.external_decompressor(Module(), None)
+    decompress = initramfs.external_decompressor(Module(), None)
     assert names_of(padded(EARLY) + main, decompress=decompress)[-1].endswith("/ib_core.ko")
-    with pytest.raises(rdma_netns.InitramfsFormatError, match="zstd failed"):
+    with pytest.raises(initramfs.InitramfsFormatError, match="zstd failed"):
         names_of(main[:-9], decompress=decompress)
 
 
@@ -247,7 +248,7 @@ def test_real_zstd_through_run_command(tmp_path):
     (newc(MAIN)[:116 + 54] + b"0000zzzz" + newc(MAIN)[116 + 62:], "non-hex sizes"),
 ])
 def test_malformed_images_are_errors(image, message):
-    with pytest.raises(rdma_netns.InitramfsFormatError, match=message):
+    with pytest.raises(initramfs.InitramfsFormatError, match=message):
         names_of(image, chunk=50)
 
 
@@ -256,7 +257,7 @@ def test_probe_reads_a_real_initrd_when_one_was_built():
     if not built:
         pytest.skip("no VM image built (scripts/build-vm)")
     with open(built[-1], "rb") as raw:
-        names = [n.decode() for n in rdma_netns.initramfs_names(raw.read, lambda method, data: pytest.skip(method))]
+        names = [n.decode() for n in initramfs.initramfs_names(raw.read, lambda method, data: pytest.skip(method))]
     assert "init" in names and any(n.endswith("/modules.dep") for n in names)
     assert sum(n.endswith(".ko") for n in names) > 5, names
 

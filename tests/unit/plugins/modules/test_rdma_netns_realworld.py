@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe, _netns
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import plan as _netns
 from ansible_collections.rdma.k8s_node.plugins.modules import rdma_netns
 from unit.plugins.modules.harness import ModuleFail, run_module
 from unit.plugins.modules.realworld_trees import DOCA_MODPROBE, OPERATOR_MODPROBE, build, operator_modprobe

@@ -3,7 +3,8 @@ corpus: the file that wins over the role's is named, judged by the modules' own 
 _netns.overrides, _gpudirect.peermem_overrides)."""
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _netns, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import plan as _netns
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
