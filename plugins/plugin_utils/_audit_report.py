@@ -260,7 +260,7 @@ def _md_inline(parts):
 
 
 def _md_cell(value):
-    if type(value) is str and value:
+    if isinstance(value, str) and value:
         return md_escape(value)
     if isinstance(value, tuple):
         return _md_inline([value])
@@ -314,7 +314,7 @@ def _html_inline(parts):
 
 
 def _html_cell(value):
-    if type(value) is str and value:
+    if isinstance(value, str) and value:
         return _html_text(value)
     if isinstance(value, tuple):
         return _html_inline([value])
@@ -471,7 +471,7 @@ def summary_blocks(report):
 
 def _remedy_detail(remedy, detail):
     """``remedy; detail``, either alone, or empty (``"; ".join`` of the texts given)."""
-    if type(remedy) is str and type(detail) is str and remedy and detail:
+    if isinstance(remedy, str) and isinstance(detail, str) and remedy and detail:
         return remedy + "; " + detail
     return "; ".join(t for t in (remedy, detail) if t)
 
