@@ -11,6 +11,8 @@ node:
 3. one layer is changed behind the collection's back (the live netns mode or its modprobe.d file, a live sysctl, the
    VF count), then the audit reports that layer, and only that layer, as not ok, and the modules' check-mode plans
    agree: the perturbed layer's module has work (or refuses without ``allow_vf_reset``), the others have none.
+   For a layer built as a room (netns) the audit's evidence is the module's check-mode plan itself: the audit runs
+   the module's planner on rdma_facts' ``layers.<name>``, so its ``planned: [...]`` equals the module's actions.
 
 The kernel boot arguments (GRUB tooling), drivers, containerd and the kubelet are proved by their molecule
 scenarios (real containerd, the VM's real kernel and real kubelet): they do not run in-process here.
@@ -158,7 +160,9 @@ def converge(mp, node, desired):
 def audit(mp, node, desired):
     """``{layer: [non-ok checks]}`` of the audit of this node against ``desired`` (role defaults elsewhere)."""
     wanted = dict(DEFAULTS, **desired)
-    checks = _audit.audit_host(facts_of(mp, node), wanted, layers=list(LAYERS))
+    facts = facts_of(mp, node)
+    assert facts["layers"]["netns"] is not None, facts["problems"]  # judged by the room, not from the older keys
+    checks = _audit.audit_host(facts, wanted, layers=list(LAYERS))
     found = dict((layer, []) for layer in LAYERS + ("facts",))
     for check in checks:
         if check["status"] != "ok":
@@ -177,6 +181,15 @@ def planned_work(mp, made):
         if result.get("failed") or result.get("changed"):
             work[layer] = True
     return work
+
+
+def planned_actions(mp, made, layer):
+    """The check-mode ``actions`` of ``layer``'s module calls, in call order."""
+    actions = []
+    for name, main, args in made:
+        if name == layer:
+            actions.extend(run_module(mp, main, args, check=True)["actions"])
+    return actions
 
 
 # -- perturbations behind the collection's back --------------------------------------------------------------------
@@ -241,3 +254,40 @@ def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, dat
             assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
             work = planned_work(mp, made)
             assert work == dict((name, name == layer) for name in LAYERS), what
+            if layer == "netns":  # a room: the audit's evidence is the module's check-mode plan
+                [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
+                actions = planned_actions(mp, made, "netns")
+                assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
+
+
+@pytest.mark.parametrize("archetype", ARCHETYPES)
+@pytest.mark.parametrize("how", ("live", "file"))
+@settings(max_examples=1, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_netns_drift_evidence_is_the_modules_check_mode_plan(archetype, how, data, monkeypatch):  # pylint: disable=unused-argument
+    """The netns room on every archetype: converged, the live mode or our modprobe.d file changed behind the module's
+    back; only netns drifts, and the audit's evidence is exactly the module's check-mode plan for it."""
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+        recorder = pathlib.Path(tmp) / "real-sysctl"
+        recorder.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        recorder.chmod(0o755)
+        mp.setenv("HWSIM_REAL_SYSCTL", str(recorder))
+        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
+            facts = facts_of(mp, node)
+            if how == "live" and not facts["devices"]:
+                pytest.skip("no RDMA device: ib_core is not loaded, there is no live mode to change")
+            desired = data.draw(desired_states(facts), label="desired")
+            made = converge(mp, node, desired)
+            assert audit(mp, node, desired) == dict((layer, []) for layer in LAYERS + ("facts",))
+            what = perturb_netns(node, desired, facts, 0 if how == "live" else 1)
+            found = audit(mp, node, desired)
+            assert sorted(name for name, checks in found.items() if checks) == ["netns"], what
+            [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
+            actions = planned_actions(mp, made, "netns")
+            assert mode["status"] == "drift" and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
+            conf = DEFAULTS["rdma_netns_conf_file"]
+            want = desired["rdma_netns_mode"]
+            expected = ([{"action": "run", "target": "rdma system set netns %s" % want}] if how == "live"
+                        else [{"action": "update_file", "target": conf, "mode": "0644"}])
+            assert actions == expected, what
