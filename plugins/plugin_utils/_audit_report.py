@@ -54,7 +54,7 @@ def _encoder(sort_keys, ensure_ascii, separators):
 # one encoder each instead of one per json.dumps() call (a report has thousands of cells): the same text (and the
 # same settings: report.md's cells and junit.xml's bodies share a structure's text, _structure_json)
 _CELL_JSON = _encoder(True, True, (", ", ": "))
-_JUNIT_JSON = _encoder(True, True, (", ", ": "))
+_JUNIT_JSON = _CELL_JSON
 _INF = float("inf")
 
 
