@@ -143,7 +143,7 @@ options:
     description:
       - Seconds (at least 1) to wait for the kubelet to be active and healthy after a restart.
       - The wait ends early, as a failure, when systemd gives up on the unit (C(failed)) or its C(Restart=) has started
-        it twice since the module's restart (C(NRestarts)): a kubelet refusing its configuration or checkpoint exits at
+        it twice since the module's restart (C(NRestarts)). A kubelet refusing its configuration or checkpoint exits at
         every start, and the rollback should not wait for the timeout.
     type: int
     default: 60
