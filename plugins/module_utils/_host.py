@@ -518,35 +518,30 @@ class HostRoot:
         finally:
             os.close(fd)
 
-    def unlink(self, node_path):
-        """Remove one directory entry (a link itself, never what it points to)."""
+    def _in_parent(self, node_path, operation, *args):
+        """``operation(name, *args, dir_fd=...)`` on the last name of ``node_path``, in its parent's descriptor:
+        links in the parents resolve inside the root, the last name is never followed."""
         parent, name = self.parent_and_name(node_path)
         fd = self.open_dir(parent)[0]
         try:
-            os.unlink(name, dir_fd=fd)
+            operation(name, *args, dir_fd=fd)
         finally:
             os.close(fd)
+
+    def unlink(self, node_path):
+        """Remove one directory entry (a link itself, never what it points to)."""
+        self._in_parent(node_path, os.unlink)
 
     def mkdir(self, node_path, mode=0o755):
         """Make one directory (a configfs group) in its parent's descriptor: links in the parents resolve inside the
         root, an existing entry of that name (a link too) is EEXIST, never followed.  Errors are the original
         ``OSError``."""
-        parent, name = self.parent_and_name(node_path)
-        fd = self.open_dir(parent)[0]
-        try:
-            os.mkdir(name, mode, dir_fd=fd)
-        finally:
-            os.close(fd)
+        self._in_parent(node_path, os.mkdir, mode)
 
     def rmdir(self, node_path):
         """Remove one empty directory in its parent's descriptor; a link of that name is ENOTDIR, never followed.
         Errors are the original ``OSError``."""
-        parent, name = self.parent_and_name(node_path)
-        fd = self.open_dir(parent)[0]
-        try:
-            os.rmdir(name, dir_fd=fd)
-        finally:
-            os.close(fd)
+        self._in_parent(node_path, os.rmdir)
 
     def write_attr(self, node_path, value):
         """Write one sysfs/procfs attribute in a single ``write()``, as the kernel expects.

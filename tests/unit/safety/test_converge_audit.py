@@ -227,16 +227,22 @@ def perturb_sriov(node, desired, facts, choice):  # pylint: disable=unused-argum
 PERTURB = {"netns": perturb_netns, "sysctl": perturb_sysctl, "sriov": perturb_sriov}
 
 
+def record_sysctl(mp, tmp):
+    """A stand-in for the real sysctl the simulator's shim would run (HWSIM_REAL_SYSCTL): it succeeds and writes no host
+    sysctl."""
+    recorder = pathlib.Path(tmp) / "real-sysctl"
+    recorder.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    recorder.chmod(0o755)
+    mp.setenv("HWSIM_REAL_SYSCTL", str(recorder))
+
+
 @pytest.mark.parametrize("archetype", ARCHETYPES)
 @settings(max_examples=4, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, data, monkeypatch):  # pylint: disable=unused-argument
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
-        recorder = pathlib.Path(tmp) / "real-sysctl"
-        recorder.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
-        recorder.chmod(0o755)
-        mp.setenv("HWSIM_REAL_SYSCTL", str(recorder))
+        record_sysctl(mp, tmp)
         with sim_node(archetype, pathlib.Path(tmp), mp) as node:
             facts = facts_of(mp, node)
             desired = data.draw(desired_states(facts), label="desired")
@@ -269,10 +275,7 @@ def test_netns_drift_evidence_is_the_modules_check_mode_plan(archetype, how, dat
     """The netns room on every archetype: converged, the live mode or our modprobe.d file changed behind the module's
     back; only netns drifts, and the audit's evidence is exactly the module's check-mode plan for it."""
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
-        recorder = pathlib.Path(tmp) / "real-sysctl"
-        recorder.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
-        recorder.chmod(0o755)
-        mp.setenv("HWSIM_REAL_SYSCTL", str(recorder))
+        record_sysctl(mp, tmp)
         with sim_node(archetype, pathlib.Path(tmp), mp) as node:
             facts = facts_of(mp, node)
             if how == "live" and not facts["devices"]:
