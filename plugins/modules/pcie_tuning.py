@@ -116,6 +116,11 @@ diff:
   returned: when diff mode is on and something changes
   type: list
   elements: dict
+backup_files:
+  description: Backup copies kept, by edited path (with O(backup=true)); only the boot unit is a file.
+  returned: when a backup was made
+  type: dict
+  sample: {"/etc/systemd/system/rdma-k8s-node-pcie.service": "/etc/systemd/system/rdma-k8s-node-pcie.service.12345.2026-01-01@10:00:00~"}
 """
 
 import re

@@ -145,6 +145,11 @@ diff:
   description: Before and after of the modprobe.d file (with C(--diff)).
   returned: when diff mode is on and the file changes
   type: dict
+backup_files:
+  description: Backup copies kept, by edited path (with O(backup=true)).
+  returned: when a backup was made
+  type: dict
+  sample: {"/etc/modprobe.d/rdma-k8s-node-ib_core.conf": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf.12345.2026-01-01@10:00:00~"}
 """
 
 import os

@@ -52,7 +52,6 @@ SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
 RDMA_USER_MODULES = ("ib_uverbs", "rdma_ucm")
 # the files the modules own by default (the roles' defaults; the audit reads the role variable when it has one)
 SYSCTL_FILE = "/etc/sysctl.d/90-rdma-k8s-node.conf"
-NETNS_CONF_FILE = "/etc/modprobe.d/rdma-k8s-node-ib_core.conf"
 PEERMEM_DROPIN = "/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf"
 
 

@@ -87,7 +87,7 @@ LAYERS = (
            "rdma_kernel_absent_args"),
           (), ("kernel_cmdline", "persisted"), "docs/kernel.md#boot-arguments-kernel_cmdline-role-rdma_kernel"),
     Layer("netns", "RDMA subsystem netns mode", ("rdma_netns",),
-          ("rdma_netns_mode", "rdma_netns_conf_file"),
+          ("rdma_netns_mode", "rdma_netns_conf_file", "rdma_netns_live"),
           (), ("layers", "netns_mode", "persisted", "device_plugins"), "docs/kernel.md#rdma-netns-mode-rdma_netns-role-rdma_netns",
           observe=_netns_observe.facts, judge_ref="netns.judge:judge", legacy_ref="netns.judge:section_of"),
     Layer("sysctl", "ARP and reverse-path sysctls of the RDMA netdevs", ("rdma_sysctl",),

@@ -24,17 +24,18 @@ def is_busy(rc, stderr):
 
 
 def apply(host, commands, planned, mode, backup=False):
-    """Apply ``planned`` (for ``mode``): ``{"backup_files", "live_switch", "reboot_required", "warnings"}``.
+    """Apply ``planned`` (for ``mode``): ``{"backup_files", "live_switch", "reboot_required", "warnings"}``;
+    ``backup_files`` is ``{edited path: backup path}`` as every module returns it (empty without ``backup``).
 
     ApplyError / VerifyError when a step fails (the file is put back when the initramfs step fails)."""
     file_plan = planned["file"]
     regen = " ".join(planned["regenerate"]) if planned["regenerate"] else None
     switch = " ".join(planned["switch"]) if planned["switch"] else None
-    out = {"backup_files": [], "live_switch": "not_needed" if planned["live_decision"] == "none" else "skipped",
+    out = {"backup_files": {}, "live_switch": "not_needed" if planned["live_decision"] == "none" else "skipped",
            "reboot_required": planned["reboot_required"], "warnings": []}
     for step in planned["actions"]:
         if step["action"] != "run" and step["target"] == file_plan.path:
-            out["backup_files"] = FileTransaction(host, backup=backup).apply_all([file_plan]) or []
+            out["backup_files"] = FileTransaction(host, backup=backup).apply_all([file_plan])
         elif step["target"] == regen:
             rc, stdout, err = commands.run(planned["regenerate"])
             if rc != 0:

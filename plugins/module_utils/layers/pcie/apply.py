@@ -34,9 +34,10 @@ def file_plan(host, planned):
 
 
 def apply(host, planned, backup=False):
-    """Apply ``planned``; returns the backup files.  ApplyError / VerifyError after putting everything back."""
+    """Apply ``planned``; returns the backup files, ``{edited path: backup path}`` as every module returns them (empty
+    without ``backup``).  ApplyError / VerifyError after putting everything back."""
     unit_plan = file_plan(host, planned)
-    backups = FileTransaction(host, backup=backup).apply_all([unit_plan]) if unit_plan is not None else []
+    backups = FileTransaction(host, backup=backup).apply_all([unit_plan]) if unit_plan is not None else {}
     done = []
     for step in planned["actions"]:
         if step["action"] != "set_max_read_request":
@@ -55,7 +56,7 @@ def apply(host, planned, backup=False):
                               "it); %s" % (step["target"], now.get("max_read_request", now.get("error")), step["after"],
                                            _undone(done, unit_plan)), {"failed": step["target"], "read_back": now})
         done.append(step)
-    return backups or []
+    return backups
 
 
 def _undone(done, unit_plan):

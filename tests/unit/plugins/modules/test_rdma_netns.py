@@ -77,6 +77,16 @@ def test_live_false_only_reports(monkeypatch, dgx):
     assert live_mode(dgx) == "Y"
 
 
+def test_backup_files_map_the_edited_file_to_its_copy(monkeypatch, dgx):
+    """backup_files is ``{edited path: backup path}``, as every module of the collection returns it (RETURN)."""
+    run(monkeypatch, dgx, mode="shared", initramfs="never")
+    assert "backup_files" not in run(monkeypatch, dgx, mode="exclusive", initramfs="never")
+    result = run(monkeypatch, dgx, mode="shared", initramfs="never", backup=True)
+    [(edited, copy)] = result["backup_files"].items()
+    assert edited == "/etc/" + CONF and copy.startswith(str(dgx.root) + edited + ".")
+    assert pathlib.Path(copy).read_text().endswith("options ib_core netns_mode=0\n")
+
+
 def test_later_file_overriding_is_a_conflict(monkeypatch, dgx):
     (dgx.etc / "modprobe.d/sriov_network_operator_modules_config.conf").write_text("options ib_core netns_mode=1\n")
     failure = run(monkeypatch, dgx, mode="exclusive", expect=ModuleFail)

@@ -5,6 +5,7 @@ _netns.overrides, _gpudirect.peermem_overrides)."""
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _sysctl
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import plan as _netns
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns.observe import CONF_FILE as NETNS_CONF_FILE
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
@@ -31,7 +32,7 @@ def provisioned(extra=None, links=None):
                                  "net.ipv4.conf.default.arp_announce": 2, "net.ipv4.conf.default.rp_filter": 2,
                                  "net.ipv4.conf.%s.arp_ignore" % IFACE: 2, "net.ipv4.conf.%s.arp_announce" % IFACE: 2,
                                  "net.ipv4.conf.%s.rp_filter" % IFACE: 2})
-    files = {_audit.SYSCTL_FILE: _sysctl.render(settings), _audit.NETNS_CONF_FILE: _netns.render_conf("exclusive"),
+    files = {_audit.SYSCTL_FILE: _sysctl.render(settings), NETNS_CONF_FILE: _netns.render_conf("exclusive"),
              "/etc/modules-load.d/nvidia-peermem.conf": _gpudirect.render_modules_load(),
              "/etc/systemd/system/openibd.service": "[Service]\nExecStart=/etc/init.d/openibd start\n",
              _audit.PEERMEM_DROPIN: _gpudirect.render_openibd_dropin("/usr/sbin/modprobe"),

@@ -116,6 +116,18 @@ def test_judge_drift_evidence_is_the_plan():
     assert "rdma_netns_mode=exclusive" in check["remedy"]
 
 
+def test_judge_plans_as_the_role_calls_the_module_with_rdma_netns_live():
+    """rdma_netns_live is a registry variable (the audit resolves it per host): the evidence is the plan the role's
+    module call makes, a live switch only when the role would try one."""
+    assert "rdma_netns_live" in _registry.by_name("netns").variables
+    sect = section("shared", mode.render_conf("exclusive"), "exclusive")
+    switch = [{"action": "run", "target": "rdma system set netns exclusive"}]
+    assert by_id(judge.judge(sect, desired(rdma_netns_live=True)))["netns.mode"]["detail"] == "planned: %s" % switch
+    check = by_id(judge.judge(sect, desired(rdma_netns_live=False)))["netns.mode"]
+    # the module would change nothing and say reboot_required: only a reboot fixes it
+    assert (check["status"], check["detail"]) == ("drift", "planned: []") and "reboot" in check["remedy"]
+
+
 def test_judge_pinning_the_default_is_not_drift():
     """ib_core's default is shared: no file on a shared node is the desired mode, though the module writes its file."""
     sect = section("shared")

@@ -203,6 +203,16 @@ def test_check_then_apply_then_idempotent(monkeypatch, tmp_path):
     assert struct.unpack("<H", (root / "sys/devices/pci0000:00" / VF / "config").read_bytes()[0x68:0x6a])[0] == 0x2937
 
 
+def test_backup_files_map_the_unit_to_its_copy(monkeypatch, tmp_path):
+    """backup_files is ``{edited path: backup path}``, as every module of the collection returns it (RETURN)."""
+    root = make_node(tmp_path)
+    assert "backup_files" not in run(monkeypatch, root, max_read_request=512, backup=True)  # a new unit: no copy
+    result = run(monkeypatch, root, backup=True)
+    unit = "/etc/systemd/system/rdma-k8s-node-pcie.service"
+    assert list(result["backup_files"]) == [unit] and result["backup_files"][unit].startswith(str(root) + unit + ".")
+    assert "CAP_EXP+8.w=2000:7000" in pathlib.Path(result["backup_files"][unit]).read_text()
+
+
 def test_devices_by_name_and_bad_names(monkeypatch, tmp_path):
     root = make_node(tmp_path)
     result = run(monkeypatch, root, check=True, devices=["mlx5_0"], boot_unit=False)
