@@ -168,9 +168,11 @@ def mqueue_for_navigator():
 def host_results(report):
     """{host: (status, {check id and subject: status})} of a report.json."""
     data = json.loads(report.read_text(encoding="utf-8"))
-    return dict((host, (result["status"], dict(("%s %s" % (c["id"], c.get("subject")), c["status"])
-                                                for c in result["checks"])))
-                for host, result in data["hosts"].items())
+    out = {}
+    for host, result in data["hosts"].items():
+        out[host] = (result["status"], dict(("%s %s" % (c["id"], c.get("subject")), c["status"])
+                                            for c in result["checks"]))
+    return out
 
 
 def test_the_audit_runs_in_the_ee_with_ansible_navigator(env, image, nodes, tmp_path):
