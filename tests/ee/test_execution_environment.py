@@ -3,8 +3,8 @@ it by ansible-navigator as AWX / AAP would run it, against simulated nodes.
 
 * ``scripts/build-ee`` builds the image (or finds it current: a second run with nothing changed is a no-op);
 * the image holds the collection at galaxy.yml's version, kubernetes.core, the Python packages they declare
-  (``kubernetes`` for the drain, PyYAML for the filters), ansible-core and ansible-runner at their pins, and the
-  system tools the collection's bindep file names (ssh; ip and rdma);
+  (``kubernetes`` for the drain, PyYAML for the filters), ansible-core and ansible-runner at their pins, the
+  system tools the collection's bindep file names (ssh; ip and rdma), and kubectl for the node labels;
 * ``ansible-navigator run rdma.k8s_node.audit --mode stdout --ce podman --pull-policy never --eei <image>``: the
   playbook and the roles come from the image (nothing of this work tree is mounted into the container but the
   simulated nodes and an output directory), against two simulated nodes. Each node is a static rendering of a
@@ -126,9 +126,11 @@ def test_the_image_holds_the_collection_its_dependencies_and_tools(env, image):
     assert any(line.startswith("kubernetes==") for line in frozen), frozen
     assert any(line.startswith("pyyaml==") for line in frozen), frozen
     podman_run(env, image, "python3 -c 'import kubernetes.client, yaml, ansible_runner'")
-    # the bindep file's tools (meta/ee-bindep.txt), and ansible-playbook on PATH for the node audit's DaemonSet
-    tools = podman_run(env, image, "for t in ansible-playbook ssh ip rdma; do command -v $t; done").split()
-    assert [pathlib.Path(t).name for t in tools] == ["ansible-playbook", "ssh", "ip", "rdma"], tools
+    # the bindep file's tools (meta/ee-bindep.txt), ansible-playbook on PATH for the node audit's DaemonSet, and
+    # kubectl for the node labels
+    tools = podman_run(env, image, "for t in ansible-playbook ssh ip rdma kubectl; do command -v $t; done").split()
+    assert [pathlib.Path(t).name for t in tools] == ["ansible-playbook", "ssh", "ip", "rdma", "kubectl"], tools
+    assert "Client Version: v1." in podman_run(env, image, "kubectl version --client 2>&1")
 
 
 def test_a_second_build_with_nothing_changed_is_a_no_op(env, image):
