@@ -19,9 +19,10 @@ import re
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import mode as _netns
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import observe as _sysctl_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules as _sysctl
 
 GRUB_CFGS = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
 BLS_DIR = "/boot/loader/entries"
@@ -33,7 +34,7 @@ MODULES_LOAD_DIRS = ("/etc/modules-load.d", "/run/modules-load.d", "/usr/local/l
                      "/usr/lib/modules-load.d", "/lib/modules-load.d")
 MODULES_FILE = "/etc/modules"
 SRIOV_STATE = "/etc/rdma-k8s-node/sriov.json"
-SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
+SYSCTL_PARAMS = _sysctl.MAX_RULE
 
 # the value is right-stripped in code: "(.*?)\s*$" backtracked quadratically on a long run of blanks inside a line
 _BLS_KEY_RE = re.compile(r"^\s*(\w+)\s+(.*)$")
@@ -109,17 +110,9 @@ def persisted_sysctl(files, interfaces):
 
 
 def sysctl_table(layers, interfaces):
-    """:func:`persisted_sysctl` of parsed layers (``[(path, entries)]``)."""
-    names = ["all", "default"] + [i for i in interfaces if i not in ("all", "default")]
-    out = dict((name, {}) for name in names)
-    options = _sysctl.boot_values(layers)
-    for name in names:
-        for param in SYSCTL_PARAMS:
-            hit = _sysctl.boot_value(options, "net/ipv4/conf/%s/%s" % (name, param))
-            if hit is not None and hit[0] is not None:
-                value = hit[0]
-                out[name][param] = {"value": int(value) if re.match(r"^-?\d{1,20}$", value) else value, "file": hit[1]}
-    return out
+    """:func:`persisted_sysctl` of parsed layers (``[(path, entries)]``): the sysctl room's
+    :func:`~layers.sysctl.rules.boot_table`."""
+    return _sysctl.boot_table(layers, interfaces)
 
 
 def modules_load_names(text):
@@ -189,30 +182,14 @@ Reader = _Reader
 
 
 def sysctl_files(reader):
-    """What systemd-sysctl reads at boot and ``sysctl --system`` reads after it: ``{"files": [{path, link, entries}],
-    "conf": {path, link, entries} or None}``.  ``files`` in systemd-sysctl's order; ``link`` is the raw target of a
-    file that is a symlink (Debian's ``99-sysctl.conf -> ../sysctl.conf``); a link to /dev/null masks (no entries);
-    ``entries`` are ``[key, value, line]`` as :func:`_sysctl.parse_file` reads them.  /etc/sysctl.conf is ``conf``:
-    read last by procps, by systemd-sysctl only through such a link."""
-    out = {"files": [], "conf": None}
-    for path in _sysctl.read_order(reader.listing(_sysctl.SYSCTL_DIRS)):
-        out["files"].append(_sysctl_file(reader, path))
-    if reader.host.exists(_sysctl.SYSCTL_CONF):
-        out["conf"] = _sysctl_file(reader, _sysctl.SYSCTL_CONF)
-    return out
-
-
-def _sysctl_file(reader, path):
-    link = reader.host.readlink(path)
-    text = "" if link == "/dev/null" else reader.text(path)
-    return {"path": path, "link": link, "entries": [list(entry) for entry in _sysctl.parse_file(text or "")]}
+    """What systemd-sysctl reads at boot and ``sysctl --system`` reads after it (the sysctl room's observer,
+    :func:`~layers.sysctl.observe.read_files`), read errors in the reader's ``problems``."""
+    return _sysctl_observe.read_files(reader.host, reader.problems)
 
 
 def sysctl_layers(files):
-    """``(layers, conf)`` for :func:`_sysctl.overrides` from a :func:`sysctl_files` result (or rdma_facts' copy)."""
-    layers = [(f["path"], [tuple(e) for e in f["entries"]]) for f in files.get("files") or []]
-    conf = files.get("conf")
-    return layers, ((conf["path"], [tuple(e) for e in conf["entries"]]) if conf else None)
+    """``(layers, conf)`` for the override planner from a :func:`sysctl_files` result (or rdma_facts' copy)."""
+    return _sysctl.layers_of(files)
 
 
 def boot_cmdline(reader, release):

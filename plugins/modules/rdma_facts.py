@@ -382,10 +382,6 @@ ansible_facts:
             - C(sysctl) has, per interface (C(all), C(default) and each RDMA netdev), the C(arp_ignore),
               C(arp_announce) and C(rp_filter) that systemd-sysctl would apply at boot, with the file that sets it
               (explicit keys beat globs, C(-key) lines exclude, C(/etc/sysctl.conf) only through a sysctl.d link).
-            - C(sysctl_files) has every file systemd-sysctl reads at boot, in its order (C(files), each with C(path), the
-              C(link) target when a symlink, C(entries) as C([key, value, line]) with normalized keys, value V(null)
-              for a C(-key) exclusion), and C(/etc/sysctl.conf) (C(conf)), which C(sysctl --system) reads last; the
-              audit judges overrides of the role's file from them.
             - C(modprobe) has every modprobe.d file kmod reads, in its order, with its C(options), C(blacklist) and
               C(install) lines for ib_core and nvidia_peermem (C(directives) as C([line, command, module, rest])).
             - C(modules_load) lists the modules loaded at boot by modules-load.d and C(/etc/modules).
@@ -397,8 +393,6 @@ ansible_facts:
                    "netns_mode": {"modprobe": "exclusive", "modprobe_file": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf",
                                   "cmdline": null, "effective": "exclusive"},
                    "sysctl": {"all": {"arp_ignore": {"value": 1, "file": "/etc/sysctl.d/90-rdma-k8s-node.conf"}}},
-                   "sysctl_files": {"files": [{"path": "/etc/sysctl.d/90-rdma-k8s-node.conf", "link": null,
-                                               "entries": [["net/ipv4/conf/all/arp_ignore", "1", 2]]}], "conf": null},
                    "modprobe": [{"path": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf",
                                  "directives": [[3, "options", "ib_core", "netns_mode=0"]]}],
                    "modules_load": ["nvidia_peermem"], "sriov": null, "problems": []}
@@ -469,6 +463,14 @@ ansible_facts:
               C(/etc/modprobe.d) with an ib_core line), C(persisted) (the mode the next boot gets, as
               C(persisted.netns_mode)), C(shared_device_plugin) (running RDMA shared device plugin
               processes) and C(problems). See docs/kernel.md.
+            - C(sysctl) - C(netdevs) (the RDMA physical functions' netdevs, the rdma_sysctl role's default interfaces),
+              C(live) (per interface - C(all), C(default), every RDMA netdev - its C(arp_ignore), C(arp_announce) and
+              C(rp_filter) as the kernel prints them, V(null) when absent), C(files) (every file systemd-sysctl reads at
+              boot, in its order - C(files), each with C(path), the C(link) target when a symlink, C(entries) as
+              C([key, value, line]) with normalized keys, value V(null) for a C(-key) exclusion - and
+              C(/etc/sysctl.conf) as C(conf), which C(sysctl --system) reads last), C(ours) (C(content), C(mode),
+              C(uid), C(gid) of each file in C(/etc/sysctl.d) that sysctl_dropin wrote) and C(problems). The audit runs
+              sysctl_dropin's planner on them. See docs/kernel.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,
@@ -528,8 +530,10 @@ def main():
         facts["runtime"] = runtime_facts(host, commands)
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
+        # the sysctl room takes the sysctl.d files persisted_facts() read (its observer's reader): read once, returned once
         facts["layers"] = layer_facts(host, facts["problems"], commands,
-                                      {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc}})
+                                      {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc},
+                                       "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")}})
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

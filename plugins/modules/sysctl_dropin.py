@@ -148,63 +148,17 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted, _sysctl
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, HostReadError, InputError, VerifyError,
-)
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file, revert
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import apply as _apply
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import observe as _observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import plan as _plan
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules as _sysctl
 
-SYSCTL_DIR = "/etc/sysctl.d"
+SYSCTL_DIR = _observe.SYSCTL_DIR
 # what systemd-sysctl reads from /etc/sysctl.d: *.conf, hidden files skipped
 CONF_NAME_RE = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.conf\Z")
-
-
-def read_live(host, keys):
-    """Live values of ``keys`` from /proc/sys (None for a key that does not exist)."""
-    return {key: host.read_attr(_sysctl.proc_path(key)) for key in keys}
-
-
-def effective_after(host, settings):
-    """max(all, interface) for each interface whose max-rule keys we set, with our values applied."""
-    values = {}
-    for key, value in settings.items():
-        parts = _sysctl.components(key)
-        if len(parts) == 5 and parts[:3] == ["net", "ipv4", "conf"] and parts[4] in _sysctl.MAX_RULE:
-            values.setdefault(parts[3], {})[parts[4]] = int(value)
-    out = {}
-    for iface in sorted(i for i in values if i not in ("all", "default")):
-        merged = {"all": dict(values.get("all") or {}), iface: values[iface]}
-        for param in _sysctl.MAX_RULE:
-            if param not in merged["all"]:
-                live = host.read_attr("/proc/sys/net/ipv4/conf/all/" + param)
-                if live is not None and live.lstrip("-").isdigit():
-                    merged["all"][param] = int(live)
-        out[iface] = dict((p, _sysctl.effective(merged, p, iface)) for p in _sysctl.MAX_RULE if p in values[iface])
-    return out
-
-
-def find_overrides(host, path, content, settings):
-    """:func:`_sysctl.overrides` on the node's sysctl.d files with ours as it will be; a file that cannot be read is an
-    error (it could hold an override)."""
-    problems = []
-    files = _persisted.sysctl_files(_persisted.Reader(host, problems))
-    if problems:
-        raise HostReadError("cannot read %s: %s" % (problems[0]["path"], problems[0]["error"]), {"problems": problems})
-    layers, conf = _persisted.sysctl_layers(files)
-    links = dict((f["path"], f["link"]) for f in files["files"] + ([files["conf"]] if files["conf"] else []) if f["link"])
-    found = _sysctl.overrides(_sysctl.with_ours(layers, path, _sysctl.parse_file(content)), path, settings, conf)
-    for item in found:
-        if item["file"] in links:
-            item["link"] = links[item["file"]]
-    return found
-
-
-def sysctl_write(commands, pairs):
-    """One ``sysctl -q -w k=v ...`` call; returns (rc, stderr)."""
-    rc, dummy_out, err = commands.run_kernel(["sysctl", "-q", "-w"] + ["%s=%s" % (k, v.replace("\t", " ")) for k, v in pairs])
-    return rc, err
 
 
 def run_module(module):
@@ -218,62 +172,38 @@ def run_module(module):
     commands = HostCommands(module, host)
     result = Result()
 
-    live = read_live(host, settings)
-    missing = [key for key, value in live.items() if value is None]
-    result.observed["live"] = live
-    result.observed["effective"] = effective_after(host, settings)
-    result.extra["missing"] = missing
-    plan = plan_file(observe_file(host, path), _sysctl.render(settings), 0o644)
-    found = find_overrides(host, path, plan.content, settings)
+    planned = _plan.plan(settings, _observe.observe(host, path, settings), path, live=params["live"])
+    result.observed["live"] = planned["live"]
+    result.observed["effective"] = planned["effective"]
+    result.extra["missing"] = planned["missing"]
+    found = planned["overrides"]
     result.extra["overrides"] = found
-    boot = [item for item in found if item["reader"] == _sysctl.BOOT_READER]
-    if boot and params["on_conflict"] == "fail":
+    if planned["boot_overrides"] and params["on_conflict"] == "fail":
         raise ConflictError(
             "another sysctl file would win over %s at boot: %s. Change or remove that setting, rename path to sort after "
             "it, or run with on_conflict=ignore; nothing was written" % (
-                path, "; ".join(_sysctl.describe_override(item) for item in boot)),
+                path, "; ".join(_sysctl.describe_override(item) for item in planned["boot_overrides"])),
             {"overrides": found}, dict(result.as_dict(with_diff=False), changed=False, actions=[]))
     for item in found:
         module.warn(_sysctl.describe_override(item))
-    if plan.changed:
-        result.add(plan.action(), plan.diff() if module._diff else None)
-    to_set = []
-    if params["live"]:
-        for key, value in settings.items():
-            if key not in missing and _sysctl.differs(live[key], value):
-                to_set.append((key, value))
-                result.add(action("set_live", key, before=live[key], after=value.replace("\t", " ")))
-        if missing:
-            module.warn("not in the running kernel now, persisted only: %s" % ", ".join(missing))
+    for step in planned["actions"]:
+        result.add(step, planned["file"].diff() if module._diff and step["action"] != "set_live" else None)
+    if params["live"] and planned["missing"]:
+        module.warn("not in the running kernel now, persisted only: %s" % ", ".join(planned["missing"]))
 
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
 
-    backups = FileTransaction(host, backup=params["backup"]).apply_all([plan])
+    backups = _apply.apply(host, commands, planned, backup=params["backup"])
     if backups:
         result.extra["backup_files"] = backups
-    if to_set:
-        rc, err = sysctl_write(commands, to_set)
-        now = read_live(host, [key for key, dummy in to_set])
-        wrong = [key for key, value in to_set if _sysctl.differs(now[key], value)]
-        if rc != 0 or wrong:
-            reverted = [(key, live[key]) for key, dummy in to_set if now[key] != live[key]]
-            restore_rc = sysctl_write(commands, reverted)[0] if reverted else 0
-            revert(host, [plan], cause="setting %s live failed (rc=%s: %s); the live values %s" % (
-                ", ".join(wrong) or "the values", rc, err.strip() or "value did not stick",
-                "were put back" if restore_rc == 0 else "could NOT all be put back"))
-            raise (ApplyError if rc != 0 else VerifyError)(
-                "setting %s live failed (rc=%s: %s); the file was restored and %s" % (
-                    ", ".join(wrong) or "the values", rc, err.strip() or "value did not stick",
-                    "the live values put back" if restore_rc == 0 else "putting the live values back FAILED too"),
-                {"failed": wrong, "restored_live": [k for k, dummy in reverted] if restore_rc == 0 else []})
     return result.as_dict(with_diff=module._diff)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type="path", default="/etc/sysctl.d/90-rdma-k8s-node.conf"),
+            path=dict(type="path", default=_observe.CONF_FILE),
             settings=dict(type="dict", required=True),
             live=dict(type="bool", default=True),
             on_conflict=dict(type="str", default="fail", choices=["fail", "ignore"]),

@@ -20,24 +20,19 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import gc
 from collections import Counter
-from functools import lru_cache, wraps
+from functools import wraps
 
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
-
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as _kub
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as _sysctl_mod
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils._sysctl_settings import rdma_netdevs, rdma_sysctl_settings
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "drift", "fail", "unknown")
@@ -48,10 +43,8 @@ LAYERS = (_layers.FACTS_LAYER,) + _layers.names()
 # PCIe distance classes of nvidia-smi topo, best first
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 ZERO_GUID = "0000:0000:0000:0000"
-SYSCTL_PARAMS = ("arp_ignore", "arp_announce", "rp_filter")
 RDMA_USER_MODULES = ("ib_uverbs", "rdma_ucm")
-# the files the modules own by default (the roles' defaults; the audit reads the role variable when it has one)
-SYSCTL_FILE = "/etc/sysctl.d/90-rdma-k8s-node.conf"
+# the file the nvidia_peermem module owns by default (the role's default; the audit reads the role variable)
 PEERMEM_DROPIN = "/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf"
 
 
@@ -288,106 +281,6 @@ def _kernel(checks, facts, desired):
         status = "ok" if not in_live and not in_boot else "drift"
         checks.add("kernel.cmdline_absent", status, desired="absent", subject=pattern, live=in_live,
                    persisted=in_boot, remedy="run the rdma_kernel role (rdma_kernel_absent_args), then reboot")
-
-
-# -- ARP / rp_filter sysctls ------------------------------------------------------------------------------------------
-def _sysctl(checks, facts, desired, rdma_netdevs):
-    live_all = facts.get("sysctl") or {}
-    persisted_all = (facts.get("persisted") or {}).get("sysctl") or {}
-    if desired is not None:
-        host = desired.get("rdma_sysctl_host") or {}
-        per_if = desired.get("rdma_sysctl_per_interface") or {}
-        interfaces = list(desired.get("rdma_sysctl_interfaces") or []) or rdma_netdevs
-        targets = [("all", host), ("default", host)] + [(name, per_if) for name in interfaces]
-        for name, wanted in targets:
-            if not wanted:
-                continue
-            wanted = dict((k, int(v)) for k, v in wanted.items())
-            live = live_all.get(name)
-            persisted = dict((k, (persisted_all.get(name) or {}).get(k, {}).get("value")) for k in wanted)
-            if live is None or any(live.get(k) is None for k in wanted):
-                checks.add("sysctl.arp", "unknown", subject=name, desired=wanted, live=live, persisted=persisted,
-                           detail="net.ipv4.conf.%s could not be read (interface absent?)" % name)
-                continue
-            live = dict((k, live.get(k)) for k in wanted)
-            status = _tri(wanted, live, persisted)
-            checks.add("sysctl.arp", status, subject=name, desired=wanted, live=live, persisted=persisted,
-                       remedy="run the rdma_sysctl role" if live != wanted or persisted != wanted else None)
-    if desired is not None:
-        _sysctl_overrides(checks, facts, desired, rdma_netdevs)
-    arp_all = (live_all.get("all") or {}).get("arp_ignore")
-    if arp_all == 2:
-        checks.add("sysctl.host_arp_ignore", "fail", desired="all.arp_ignore < 2", live=arp_all,
-                   remedy="set net.ipv4.conf.all.arp_ignore=1 (rdma_sysctl_host) and arp_ignore=2 per RDMA netdev",
-                   detail="host-wide arp_ignore=2 breaks the /32 routes of pod interfaces")
-
-
-def _frozen(value):
-    """A hashable stand-in for a desired-state value, types included (``1``, ``1.0`` and ``True`` are equal keys of a
-    dict but not the same setting); TypeError for what cannot be frozen (the caller then does not cache)."""
-    if isinstance(value, dict):
-        return (dict, tuple((_frozen(k), _frozen(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return (type(value), tuple(_frozen(v) for v in value))
-    hash(value)
-    return (type(value), value)
-
-
-@lru_cache(maxsize=64)
-def _sysctl_ours(key):
-    """``(validated settings, our file's parsed entries)`` for one desired sysctl state: the same for every host
-    that shares it (a fleet has a handful), so :func:`_sysctl_overrides` computes it once per state.  ``key`` is
-    ``(frozen interfaces, frozen host, frozen per_interface, netdevs)`` (:func:`_sysctl_ours_of`)."""
-    interfaces, host, per_if = (_thawed(part) for part in key[:3])
-    settings = _sysctl_mod.validate(rdma_sysctl_settings(interfaces, host, per_if, {"devices": [{"netdevs": list(key[3])}]}))
-    return settings, _sysctl_mod.parse_file(_sysctl_mod.render(settings))
-
-
-def _thawed(frozen):
-    """The value :func:`_frozen` froze (a fresh copy)."""
-    kind, value = frozen
-    if kind is dict:
-        return dict((_thawed(k), _thawed(v)) for k, v in value)
-    if kind in (list, tuple):
-        return kind(_thawed(v) for v in value)
-    return value
-
-
-def _sysctl_ours_of(desired, netdevs):
-    """:func:`_sysctl_ours` for a host's desired state (computed uncached when a value cannot be frozen)."""
-    interfaces = list(desired.get("rdma_sysctl_interfaces") or [])
-    host, per_if = desired.get("rdma_sysctl_host") or {}, desired.get("rdma_sysctl_per_interface") or {}
-    try:
-        key = (_frozen(interfaces), _frozen(host), _frozen(per_if), () if interfaces else tuple(netdevs))
-    except TypeError:
-        settings = _sysctl_mod.validate(rdma_sysctl_settings(interfaces, host, per_if,
-                                                             {"devices": [{"netdevs": list(netdevs)}]}))
-        return settings, _sysctl_mod.parse_file(_sysctl_mod.render(settings))
-    return _sysctl_ours(key)
-
-
-def _sysctl_overrides(checks, facts, desired, netdevs):
-    """``sysctl.override``: files systemd-sysctl (or ``sysctl --system``) reads after the role's file with another
-    value, by the module's planner (:func:`_sysctl.overrides`) on the sysctl.d files rdma_facts read.  ``netdevs``:
-    the host's RDMA netdevs (:func:`rdma_netdevs`), the interfaces when ``rdma_sysctl_interfaces`` is empty."""
-    files = (facts.get("persisted") or {}).get("sysctl_files")
-    if files is None:
-        return  # facts of an older collection version
-    ours = desired.get("rdma_sysctl_file") or SYSCTL_FILE
-    try:
-        settings, entries = _sysctl_ours_of(desired, netdevs)
-        layers, conf = _persisted.sysctl_layers(files)
-        found = _sysctl_mod.overrides(_sysctl_mod.with_ours(layers, ours, list(entries)), ours, settings, conf)
-    except (AnsibleFilterError, RdmaNodeError) as exc:
-        checks.add("sysctl.override", "unknown", detail=getattr(exc, "msg", None) or str(exc))
-        return
-    for item in found:
-        boot = item["reader"] == _sysctl_mod.BOOT_READER
-        checks.add("sysctl.override", "fail" if boot else "ok", subject=item["key"], desired=item["want"],
-                   live=item["value"], persisted="%s:%s" % (item["file"], item["line"]),
-                   remedy="remove %s from %s (another tool's file), or set rdma_sysctl_file to a name that sorts after it"
-                          % (item["key"], item["file"]),
-                   detail=_sysctl_mod.describe_override(item))
 
 
 # -- SR-IOV VFs and GUIDs ---------------------------------------------------------------------------------------------
@@ -831,10 +724,6 @@ def _cgroup(checks, facts):
 
 
 # -- driver ---------------------------------------------------------------------------------------------------------
-def _sysctl_layer(checks, facts, desired):
-    _sysctl(checks, facts, desired, rdma_netdevs(facts))
-
-
 def _kubelet_layer(checks, facts, desired):
     _kubelet(checks, facts, desired)
     _whole_node(checks, facts, desired)
@@ -886,7 +775,7 @@ def _topology_layer(checks, facts, desired):
 
 # the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
-    "drivers": _drivers, "kernel": _kernel, "sysctl": _sysctl_layer, "sriov": _sriov,
+    "drivers": _drivers, "kernel": _kernel, "sriov": _sriov,
     "containerd": _containerd_checks, "kubelet": _kubelet_layer, "topology": _topology_layer,
 }
 

@@ -1,52 +1,28 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, rdma.k8s_node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rdma_sysctl role's settings and the RDMA netdevs they apply to.
+"""The rdma_sysctl role's settings and the RDMA netdevs they apply to, as a filter raises its errors.
 
-Shared by the filter ``rdma_sysctl_settings`` (plugins/filter/sysctl_settings.py) and the audit.
+The rules are the sysctl room's (plugins/module_utils/layers/sysctl/settings.py), which the audit's judgement uses
+too; the filter ``rdma_sysctl_settings`` (plugins/filter/sysctl_settings.py) calls this.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
-from collections.abc import Mapping
-
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import settings as _settings
 
-def _key(interface, param):
-    """``net.ipv4.conf.<if>.<param>``, in slash form when the interface name holds a dot (``eth0.100``)."""
-    if "." in interface:
-        return "net/ipv4/conf/%s/%s" % (interface, param)
-    return "net.ipv4.conf.%s.%s" % (interface, param)
-
-
-def rdma_netdevs(rdma):
-    """Netdevs of the RDMA physical functions in ``ansible_facts.rdma`` (VFs go to pods; they get ``default``)."""
-    names = []
-    for device in (rdma or {}).get("devices") or []:
-        if not device.get("is_vf"):
-            names.extend(n for n in device.get("netdevs") or [] if n not in names)
-    return names
+rdma_netdevs = _settings.rdma_netdevs
 
 
 def rdma_sysctl_settings(interfaces, host, per_interface, rdma=None):
     """Ordered ``{key: value}``: ``all`` and ``default`` from ``host``, then each interface from ``per_interface``."""
-    for name, value in (("host", host), ("per_interface", per_interface)):
-        if not isinstance(value, Mapping):
-            raise AnsibleFilterError("rdma_sysctl_settings: %s must be a dictionary, got %r" % (name, value))
-    if interfaces is None or isinstance(interfaces, (str, bytes)) or not all(isinstance(i, str) and i for i in interfaces):
-        raise AnsibleFilterError("rdma_sysctl_settings: interfaces must be a list of interface names, got %r" % (interfaces,))
-    names = list(interfaces) or rdma_netdevs(rdma)
-    reserved = [n for n in names if n in ("all", "default", "lo")]
-    if reserved:
-        raise AnsibleFilterError("rdma_sysctl_settings: %s is not an RDMA interface" % ", ".join(reserved))
-    settings = {}
-    for scope in ("all", "default"):
-        for param, value in host.items():
-            settings[_key(scope, param)] = value
-    for name in names:
-        for param, value in per_interface.items():
-            settings[_key(name, param)] = value
-    return settings
+    try:
+        return _settings.role_settings(interfaces, host, per_interface,
+                                       rdma_netdevs(rdma) if not interfaces else ())
+    except InputError as exc:
+        raise AnsibleFilterError(exc.msg) from exc

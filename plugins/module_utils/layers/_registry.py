@@ -32,6 +32,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import ob
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import observe as _netns_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.qos import observe as _qos_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import observe as _sysctl_observe
 
 _ROOMS = "ansible_collections.rdma.k8s_node.plugins.module_utils.layers."
 
@@ -91,8 +92,11 @@ LAYERS = (
           (), ("layers", "netns_mode", "persisted", "device_plugins"), "docs/kernel.md#rdma-netns-mode-rdma_netns-role-rdma_netns",
           observe=_netns_observe.facts, judge_ref="netns.judge:judge", legacy_ref="netns.judge:section_of"),
     Layer("sysctl", "ARP and reverse-path sysctls of the RDMA netdevs", ("rdma_sysctl",),
-          ("rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file"),
-          (), ("sysctl", "persisted", "devices"), "docs/kernel.md#arp-and-reverse-path-filtering-sysctl_dropin-role-rdma_sysctl"),
+          ("rdma_sysctl_host", "rdma_sysctl_per_interface", "rdma_sysctl_interfaces", "rdma_sysctl_file",
+           "rdma_sysctl_live"),
+          (), ("layers", "sysctl", "persisted", "devices"),
+          "docs/kernel.md#arp-and-reverse-path-filtering-sysctl_dropin-role-rdma_sysctl",
+          observe=_sysctl_observe.facts, judge_ref="sysctl.judge:judge", legacy_ref="sysctl.judge:section_of"),
     Layer("firmware", "ConnectX firmware (NVCONFIG) parameters of the RDMA NICs", ("nic_firmware",),
           ("nic_firmware_nics",),
           (), ("layers",), "docs/firmware.md", observe=_firmware_observe.facts, judge_ref="firmware.judge:judge",

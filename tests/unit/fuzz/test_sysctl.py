@@ -4,7 +4,8 @@ whose ``key = value`` lines read back (through _persisted's sysctl.d reader) as 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules as _sysctl
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, mutated, odd_text, typed_only
 

@@ -11,8 +11,8 @@ node:
 3. one layer is changed behind the collection's back (the live netns mode or its modprobe.d file, a live sysctl, the
    VF count), then the audit reports that layer, and only that layer, as not ok, and the modules' check-mode plans
    agree: the perturbed layer's module has work (or refuses without ``allow_vf_reset``), the others have none.
-   For a layer built as a room (netns) the audit's evidence is the module's check-mode plan itself: the audit runs
-   the module's planner on rdma_facts' ``layers.<name>``, so its ``planned: [...]`` equals the module's actions.
+   For a layer built as a room (netns, sysctl) the audit's evidence is the module's check-mode plan itself: the audit
+   runs the module's planner on rdma_facts' ``layers.<name>``, so its ``planned: [...]`` equals the module's actions.
 
 The kernel boot arguments (GRUB tooling), drivers, containerd and the kubelet are proved by their molecule
 scenarios (real containerd, the VM's real kernel and real kubelet): they do not run in-process here.
@@ -42,8 +42,8 @@ SRIOV_DEFAULTS = {"sriov_allow_vf_reset": False, "sriov_firmware_check": "auto",
                   "sriov_guid_prefix": "02", "sriov_guid_pool_file": "/etc/sriov-operator/infiniband/guids",
                   "sriov_export_operator_pool": "auto"}
 STATE_FILE = "etc/rdma-k8s-node/sriov.json"
-# the values the modules accept (plugins/module_utils/_sysctl.py TYPED); the host-wide arp_ignore stays below 2,
-# which the audit fails on by rule (pods' /32 routes stop answering ARP: sysctl.host_arp_ignore)
+# the values the modules accept (plugins/module_utils/layers/sysctl/rules.py TYPED); the host-wide arp_ignore stays
+# below 2, which the audit fails on by rule (pods' /32 routes stop answering ARP: sysctl.host_arp_ignore)
 ARP_IGNORE = (0, 1, 2, 3, 8)
 ARP_ANNOUNCE = (0, 1, 2)
 RP_FILTER = (0, 1, 2)
@@ -161,7 +161,8 @@ def audit(mp, node, desired):
     """``{layer: [non-ok checks]}`` of the audit of this node against ``desired`` (role defaults elsewhere)."""
     wanted = dict(DEFAULTS, **desired)
     facts = facts_of(mp, node)
-    assert facts["layers"]["netns"] is not None, facts["problems"]  # judged by the room, not from the older keys
+    for room in ("netns", "sysctl"):  # judged by the room, not from the older keys
+        assert facts["layers"][room] is not None, facts["problems"]
     checks = _audit.audit_host(facts, wanted, layers=list(LAYERS))
     found = dict((layer, []) for layer in LAYERS + ("facts",))
     for check in checks:
@@ -264,6 +265,10 @@ def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, dat
                 [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
                 actions = planned_actions(mp, made, "netns")
                 assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
+            if layer == "sysctl":
+                [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
+                actions = planned_actions(mp, made, "sysctl")
+                assert actions and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES)
@@ -294,3 +299,54 @@ def test_netns_drift_evidence_is_the_modules_check_mode_plan(archetype, how, dat
             expected = ([{"action": "run", "target": "rdma system set netns %s" % want}] if how == "live"
                         else [{"action": "update_file", "target": conf, "mode": "0644"}])
             assert actions == expected, what
+
+
+def perturb_sysctl_file(node, desired, how):
+    """Our sysctl.d file changed behind the module's back: one value edited (``file``), or the file rewritten by hand
+    without the module's header (``foreign``)."""
+    path = node.root / DEFAULTS["rdma_sysctl_file"].lstrip("/")
+    text = path.read_text(encoding="utf-8")
+    param = sorted(desired["rdma_sysctl_host"])[0]
+    key = "net.ipv4.conf.all.%s = " % param
+    value = desired["rdma_sysctl_host"][param]
+    other = 0 if value else 1
+    assert key + str(value) + "\n" in text
+    if how == "file":
+        path.write_text(text.replace(key + str(value) + "\n", key + str(other) + "\n"), encoding="utf-8")
+        return "%s: all.%s %s -> %s" % (path.name, param, value, other)
+    path.write_text("# by hand\n" + key + str(value) + "\n", encoding="utf-8")
+    return "%s rewritten by hand" % path.name
+
+
+@pytest.mark.parametrize("archetype", ARCHETYPES)
+@pytest.mark.parametrize("how", ("live", "file", "foreign"))
+@settings(max_examples=1, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_sysctl_drift_evidence_is_the_modules_check_mode_plan(archetype, how, data, monkeypatch):  # pylint: disable=unused-argument
+    """The sysctl room on every archetype: converged, a live value or our sysctl.d file changed behind the module's
+    back; only sysctl drifts, and the audit's evidence (``sysctl.dropin``) is exactly sysctl_dropin's check-mode plan."""
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+        record_sysctl(mp, tmp)
+        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
+            facts = facts_of(mp, node)
+            desired = data.draw(desired_states(facts), label="desired")
+            made = converge(mp, node, desired)
+            found = audit(mp, node, desired)
+            assert found == dict((layer, []) for layer in LAYERS + ("facts",)), json.dumps(found, indent=1)
+            if how == "live":
+                what = perturb_sysctl(node, desired, facts, data.draw(st.integers(0, 7), label="choice"))
+            else:
+                what = perturb_sysctl_file(node, desired, how)
+            found = audit(mp, node, desired)
+            assert sorted(name for name, checks in found.items() if checks) == ["sysctl"], what
+            [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
+            actions = planned_actions(mp, made, "sysctl")
+            assert dropin["status"] == "drift" and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
+            if how == "live":
+                assert [a["action"] for a in actions] == ["set_live"], what
+            else:
+                assert actions == [{"action": "update_file", "target": DEFAULTS["rdma_sysctl_file"], "mode": "0644"}], what
+                # the interface view agrees: all's value at boot is not the desired one any more
+                arp = dict((c["subject"], c) for c in found["sysctl"] if c["id"] == "sysctl.arp")
+                assert arp["all"]["status"] == "drift", what

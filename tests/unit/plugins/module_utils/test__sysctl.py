@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as sc
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules as sc
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 
 

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sysctl as S
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules as S
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 
 CORPUS = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "realworld"

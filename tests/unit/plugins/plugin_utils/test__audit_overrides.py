@@ -3,9 +3,12 @@ corpus: the file that wins over the role's is named, judged by the modules' own 
 _netns.overrides, _gpudirect.peermem_overrides)."""
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _sysctl
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules as _sysctl
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import plan as _netns
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns.observe import CONF_FILE as NETNS_CONF_FILE
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import judge as _sysctl_judge
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl.observe import CONF_FILE as SYSCTL_FILE
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
@@ -32,7 +35,7 @@ def provisioned(extra=None, links=None):
                                  "net.ipv4.conf.default.arp_announce": 2, "net.ipv4.conf.default.rp_filter": 2,
                                  "net.ipv4.conf.%s.arp_ignore" % IFACE: 2, "net.ipv4.conf.%s.arp_announce" % IFACE: 2,
                                  "net.ipv4.conf.%s.rp_filter" % IFACE: 2})
-    files = {_audit.SYSCTL_FILE: _sysctl.render(settings), NETNS_CONF_FILE: _netns.render_conf("exclusive"),
+    files = {SYSCTL_FILE: _sysctl.render(settings), NETNS_CONF_FILE: _netns.render_conf("exclusive"),
              "/etc/modules-load.d/nvidia-peermem.conf": _gpudirect.render_modules_load(),
              "/etc/systemd/system/openibd.service": "[Service]\nExecStart=/etc/init.d/openibd start\n",
              _audit.PEERMEM_DROPIN: _gpudirect.render_openibd_dropin("/usr/sbin/modprobe"),
@@ -80,7 +83,7 @@ def test_sysctl_conf_read_by_procps_only_is_ok_with_a_detail(tmp_path):
 
 def test_the_audit_judges_the_role_file_even_before_it_is_written(tmp_path):
     files, links = provisioned(dict(EKS_AL2023_SYSCTL, **{"/etc/sysctl.d/99-zz.conf": "-net.ipv4.conf.all.rp_filter\n"}))
-    del files[_audit.SYSCTL_FILE]
+    del files[SYSCTL_FILE]
     [check] = audit(tmp_path, files, links)
     assert check["subject"] == "net.ipv4.conf.all.rp_filter" and "writes nothing" in check["detail"]
 
@@ -127,33 +130,33 @@ def test_sysctl_override_judgement_is_cached_per_desired_state_with_the_uncached
               {"rdma_sysctl_host": {"rp_filter": 2.0}}, {"rdma_sysctl_interfaces": []},
               {"rdma_sysctl_interfaces": ["all"]}, {"rdma_sysctl_per_interface": {"rp_filter": 0}},
               {"rdma_sysctl_file": "/tmp/90-rdma.conf"}, {"rdma_sysctl_interfaces": [], "rdma_sysctl_host": {}}]
-    _audit._sysctl_ours.cache_clear()
+    _sysctl_judge._validated_cached.cache_clear()
     for netdevs in ([IFACE], [IFACE, "eth1"], [IFACE], []):
         for state in states:
             wanted = desired(**state)
             cached = _override_checks(facts(netdevs), wanted)
-            original = _audit._sysctl_ours
-            _audit._sysctl_ours = original.__wrapped__  # the computation itself, uncached
+            original = _sysctl_judge._validated_cached
+            _sysctl_judge._validated_cached = original.__wrapped__  # the computation itself, uncached
             try:
                 uncached = _override_checks(facts(netdevs), wanted)
             finally:
-                _audit._sysctl_ours = original
+                _sysctl_judge._validated_cached = original
             assert cached == uncached, (netdevs, state)
-    info = _audit._sysctl_ours.cache_info()
+    info = _sysctl_judge._validated_cached.cache_info()
     assert info.hits > 0 and info.misses < 4 * len(states)
     # the judgement the states lead to, so the comparison above compares something
     assert _override_checks(facts([IFACE, "eth1"]), desired(rdma_sysctl_interfaces=[]))[-1]["subject"] == \
         "net.ipv4.conf.eth1.rp_filter"
     assert _override_checks(facts([IFACE]), desired(rdma_sysctl_host={"rp_filter": True}))[0]["status"] == "unknown"
     assert [c["status"] for c in _override_checks(facts([IFACE]), desired(rdma_sysctl_host={"rp_filter": 1}))] == []
-    assert _audit._frozen({"rp_filter": True}) != _audit._frozen({"rp_filter": 1})
+    assert _sysctl_judge._frozen({"rp_filter": True}) != _sysctl_judge._frozen({"rp_filter": 1})
 
 
 def test_sysctl_override_of_a_value_that_cannot_be_frozen_is_judged_uncached(tmp_path):
     files, links = provisioned(dict(EKS_AL2023_SYSCTL))
     persisted = persisted_facts(HostRoot(build(tmp_path, files, links)), [IFACE])
-    checks = _audit._Checks(set(_audit.LAYERS))  # the judge itself: the sysctl.arp check refuses a set before it
-    _audit._sysctl_overrides(checks, {"persisted": persisted}, desired(rdma_sysctl_per_interface={"rp_filter": {2}}),
-                             [IFACE])
-    assert [(c["id"], c["status"], "rp_filter" in c["detail"]) for c in checks.items] == [
+    # the judge itself: the sysctl.arp check refuses a set before it
+    checks = _sysctl_judge._plan_checks(_sysctl_judge.section_of({"persisted": persisted}),
+                                        desired(rdma_sysctl_per_interface={"rp_filter": {2}}), [IFACE])
+    assert [(c["id"], c["status"], "rp_filter" in c["detail"]) for c in checks] == [
         ("sysctl.override", "unknown", True)]

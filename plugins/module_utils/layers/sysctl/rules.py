@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, rdma.k8s_node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sysctl settings, pure: key spelling, the drop-in file we own, and the kernel's rules for effective values.
+"""The ``sysctl`` layer's rules, pure: key spelling, the drop-in file we own, the kernel's rules for effective values,
+and how systemd-sysctl (boot) and procps' ``sysctl --system`` read the other sysctl.d files.
 
 Keys are written with dots (``net.ipv4.conf.all.arp_ignore``) or, when a component itself holds dots (an
 interface such as ``eth0.100``), with slashes (``net/ipv4/conf/eth0.100/arp_ignore``), as procps and
@@ -288,6 +289,30 @@ def overrides(layers, ours, settings, conf=None):
             found.append({"key": name, "want": want, "value": hit[0], "file": hit[1], "line": hit[2],
                           "reader": SYSTEM_READER, "kind": "sysctl_conf" if hit[1] == conf[0] else "later_file"})
     return found
+
+
+def layers_of(files):
+    """``(layers, conf)`` for :func:`overrides` from :func:`observe.read_files`' result (or rdma_facts' copy of it)."""
+    layers = [(f["path"], [tuple(e) for e in f["entries"]]) for f in files.get("files") or []]
+    conf = files.get("conf")
+    return layers, ((conf["path"], [tuple(e) for e in conf["entries"]]) if conf else None)
+
+
+def boot_table(layers, interfaces):
+    """``{interface: {param: {"value": int|str, "file": path}}}`` for ``all``, ``default`` and ``interfaces``: the
+    max-rule keys (:data:`MAX_RULE`) as systemd-sysctl applies them at boot from ``layers`` (``[(path, entries)]`` in
+    its order): the last assignment of a key wins, an explicit key is never touched by a glob whatever the order, a
+    glob sets every other matching interface, and a ``-key`` line keeps globs (and so this table) off it."""
+    names = ["all", "default"] + [i for i in interfaces if i not in ("all", "default")]
+    out = dict((name, {}) for name in names)
+    options = boot_values(layers)
+    for name in names:
+        for param in MAX_RULE:
+            hit = boot_value(options, "net/ipv4/conf/%s/%s" % (name, param))
+            if hit is not None and hit[0] is not None:
+                value = hit[0]
+                out[name][param] = {"value": int(value) if re.match(r"^-?\d{1,20}$", value) else value, "file": hit[1]}
+    return out
 
 
 def describe_override(item):
