@@ -410,9 +410,9 @@ def kill_group(pid):
     return True
 
 
-def run_bounded(module, argv, timeout, env=None):
-    """``(rc, output, timed_out, seconds)``: stdout and stderr together.  GNU ``timeout`` runs the command in its
-    own process group and signals the whole group at ``timeout`` seconds (SIGKILL ``KILL_GRACE`` later)."""
+def run_bounded_split(module, argv, timeout, env=None):
+    """``(rc, stdout, stderr, timed_out, seconds)``.  GNU ``timeout`` runs the command in its own process group
+    and signals the whole group at ``timeout`` seconds (SIGKILL ``KILL_GRACE`` later)."""
     wrapper = module.get_bin_path("timeout", required=True)
     start = time.time()
     rc, out, err = module.run_command([wrapper, "--kill-after=%d" % KILL_GRACE, str(timeout)] + list(argv),
@@ -420,6 +420,12 @@ def run_bounded(module, argv, timeout, env=None):
     seconds = round(time.time() - start, 2)
     # 124: timed out and ended by SIGTERM; 128+9: it needed the SIGKILL
     timed_out = rc in (124, 137) and seconds >= timeout
+    return rc, out, err, timed_out, seconds
+
+
+def run_bounded(module, argv, timeout, env=None):
+    """``(rc, output, timed_out, seconds)``: run_bounded_split with stdout and stderr together."""
+    rc, out, err, timed_out, seconds = run_bounded_split(module, argv, timeout, env)
     return rc, out + err, timed_out, seconds
 
 
@@ -568,8 +574,17 @@ def ipv4_of_netdev(name):
 
 
 def _crictl(module, crictl, endpoint, args, timeout):
+    """``(rc, stdout, stderr, timed_out)``.  Apart: crictl prints the ID it made on stdout and its warnings on
+    stderr (v1.34, a pod config without ``cgroup_parent``: ``level=warning msg="cgroup_parent is not set..."``,
+    after the ID), so an ID is read from stdout alone."""
     argv = [crictl] + (["--runtime-endpoint", endpoint] if endpoint else []) + list(args)
-    return run_bounded(module, argv, timeout)
+    rc, out, err, timed_out, dummy = run_bounded_split(module, argv, timeout)
+    return rc, out, err, timed_out
+
+
+def _last_line(text):
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def probe_pod(module, params):
@@ -598,28 +613,34 @@ def probe_pod(module, params):
                    "command": ["sleep", str(limit + 30)], "log_path": "probe.log"}, handle)
     out = {"status": "fail"}
     pod = None
+
+    def step(args, timeout):
+        """crictl's stdout, or None with ``out["reason"]`` set (its stdout and stderr) when it failed."""
+        rc, stdout, stderr, timed_out = _crictl(module, crictl, endpoint, args, timeout)
+        if rc == 0 and not timed_out:
+            return stdout
+        said = (stdout + stderr).strip()[-500:]
+        out["reason"] = "crictl %s %s: %s" % (args[0], "timed out" if timed_out else "failed", said)
+        return None
+
     try:
-        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, ["runp", pod_cfg], limit)
-        if rc != 0 or timed_out:
-            out["reason"] = "crictl runp failed: %s" % text.strip()[-500:]
+        text = step(["runp", pod_cfg], limit)
+        if text is None or not _last_line(text):
+            out.setdefault("reason", "crictl runp printed no pod sandbox ID")
             return out
-        pod = text.strip().splitlines()[-1]
-        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, ["create", pod, ctr_cfg, pod_cfg], limit)
-        if rc != 0 or timed_out:
-            out["reason"] = "crictl create failed: %s" % text.strip()[-500:]
+        pod = _last_line(text)
+        text = step(["create", pod, ctr_cfg, pod_cfg], limit)
+        if text is None or not _last_line(text):
+            out.setdefault("reason", "crictl create printed no container ID")
             return out
-        ctr = text.strip().splitlines()[-1]
-        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, ["start", ctr], limit)
-        if rc != 0 or timed_out:
-            out["reason"] = "crictl start failed: %s" % text.strip()[-500:]
+        ctr = _last_line(text)
+        if step(["start", ctr], limit) is None:
             return out
-        rc, text, timed_out, dummy = _crictl(module, crictl, endpoint, [
-            "exec", "-s", "--timeout", str(limit), ctr, "sh", "-c",
-            "echo memlock=$(ulimit -l); ls /dev/infiniband 2>/dev/null | sed 's/^/dev=/'"], limit + 5)
+        text = step(["exec", "-s", "--timeout", str(limit), ctr, "sh", "-c",
+                     "echo memlock=$(ulimit -l); ls /dev/infiniband 2>/dev/null | sed 's/^/dev=/'"], limit + 5)
+        if text is None:
+            return out
         out["output"] = text
-        if rc != 0 or timed_out:
-            out["reason"] = "crictl exec failed: %s" % text.strip()[-500:]
-            return out
         memlock = re.search(r"^memlock=(\S+)", text, re.M)
         seen = re.findall(r"^dev=(\S+)", text, re.M)
         out.update(memlock=memlock.group(1) if memlock else None, devices_seen=seen)

@@ -265,12 +265,19 @@ def test_pod_check_passes_no_device_and_judges_memlock(monkeypatch, tmp_path):
     """Through a stand-in crictl: the container config maps no host device (a pod gets its devices from the device
     plugin, not from this check) and the verdict is the memlock limit alone."""
     saved = tmp_path / "ctr.json"
-    crictl = script(tmp_path, "crictl", """case "$1" in
-  runp) echo pod1 ;;
-  create) cp "$3" %s; echo ctr1 ;;
+    calls = tmp_path / "calls"
+    # crictl v1.34 prints the ID on stdout and, for a pod config without cgroup_parent, this warning on stderr
+    # after it (seen from the real crictl against containerd in molecule/node_vm): the ID is stdout's alone
+    warning = ('time="2026-12-02T12:30:02Z" level=warning msg="cgroup_parent is not set. Use `runtime-config` to '
+               'get the runtime cgroup driver"')
+    crictl = script(tmp_path, "crictl", """echo "$*" >> %s
+case "$1" in
+  runp) echo pod1; echo '%s' >&2 ;;
+  create) [ "$2" = pod1 ] || exit 3; cp "$3" %s; echo ctr1; echo '%s' >&2 ;;
+  start) [ "$2" = ctr1 ] || exit 4; echo ctr1 ;;
   exec) echo "memlock=$MEMLOCK" ;;
 esac
-""" % saved)
+""" % (calls, warning, saved, warning))
     for memlock, status in (("unlimited", "pass"), ("8192", "fail")):
         monkeypatch.setenv("MEMLOCK", memlock)
         pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/cri-test:1",
@@ -278,6 +285,24 @@ esac
         assert pod["status"] == status and pod["memlock"] == memlock and pod["devices_seen"] == []
         assert "devices" not in saved.read_text()
     assert pod["reason"] == "ulimit -l in the container is 8192, not unlimited"
+    # the sandbox is always stopped and removed
+    assert calls.read_text().splitlines()[-2:] == ["stopp pod1", "rmp -f pod1"]
+
+
+def test_pod_check_names_the_crictl_step_that_failed_and_cleans_up(monkeypatch, tmp_path):
+    calls = tmp_path / "calls"
+    crictl = script(tmp_path, "crictl", """echo "$*" >> %s
+case "$1" in
+  runp) echo pod1 ;;
+  create) echo 'level=fatal msg="pulling image: localhost/none:1 not found"' >&2; exit 1 ;;
+esac
+""" % calls)
+    pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/none:1",
+              run_dir=str(tmp_path / "run"))["pod"]
+    assert pod["status"] == "fail"
+    assert pod["reason"] == 'crictl create failed: level=fatal msg="pulling image: localhost/none:1 not found"'
+    assert calls.read_text().splitlines()[-2:] == ["stopp pod1", "rmp -f pod1"]
+    assert not list((tmp_path / "run").iterdir())  # the configs written for crictl are gone
 
 
 def test_client_and_server_run_under_taskset_on_the_nics_cpus(monkeypatch, tmp_path):
