@@ -42,12 +42,16 @@ _SPEC = {
 
 
 def write_file(path, text, mode=0o644):
-    """Write ``text`` to ``path`` atomically (a temporary file in the same directory, then rename)."""
+    """Write ``text`` (a string, or the strings to write one after the other) to ``path`` atomically (a temporary
+    file in the same directory, then rename)."""
     directory = os.path.dirname(path) or "."
     handle, temp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+            if isinstance(text, str):
+                out.write(text)
+            else:
+                out.writelines(text)
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
@@ -63,16 +67,18 @@ def write_reports(report, directory, formats=FORMATS):
     shared = {}  # the structures' JSON text, made once for report.md, report.html and junit.xml
     blocks = _audit_report.report_blocks(report, shared) if {"md", "html"} & set(formats) else None
     for kind in formats:
+        # each file written in pieces: at 10,000 hosts a file's text and its UTF-8 bytes, whole, are 0.1 to 0.5 GB
+        # each, and the memory they take is a third of the time the files take to write (the kernel's page faults)
         if kind == "json":
-            text = _audit_report.json_document(report) + "\n"
+            parts = _audit_report.json_parts(report) + ["\n"]
         elif kind == "md":
-            text = _audit_report.to_markdown(blocks)
+            parts = _audit_report.text_parts(_audit_report.markdown_lines(blocks))
         elif kind == "html":
-            text = _audit_report.to_html(blocks, _audit_report.html_title(report))
+            parts = _audit_report.text_parts(_audit_report.html_lines(blocks, _audit_report.html_title(report)))
         else:
-            text = _audit_report.junit(report, shared=shared)
+            parts = _audit_report.text_parts(_audit_report.junit_lines(report, shared=shared))
         path = os.path.join(directory, FILE_NAMES[kind])
-        write_file(path, text)
+        write_file(path, parts)
         written[kind] = path
     return written
 

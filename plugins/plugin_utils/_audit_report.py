@@ -73,49 +73,73 @@ def _float_text(value):
 # before Python 3.13 and report.json has about 1,000 values per host (67 KB a host indented, 43 KB this way)
 COMPACT_DEPTH = 4  # the document 0, "hosts" 1, a host 2, its "checks" 3, one check 4
 _LINE_JSON = _encoder(True, False, (", ", ": "))
+_GAP = "}, null, {"  # between two dicts of a list with None between them, compact
+_DICTS = {dict}
+
+
+def _line(value):
+    """A value at :data:`COMPACT_DEPTH`: its compact text."""
+    return encode_basestring(value) if type(value) is str else _LINE_JSON(value)  # pylint: disable=unidiomatic-typecheck
+
+
+def _dict_lines(items, separator):
+    """The compact texts of the dicts ``items`` joined by ``separator``, by one encoder call instead of one per
+    dict (a host's checks: a million calls at 10,000 hosts).  The list with None between the dicts is written
+    ``[{...}, null, {...}]``: each gap is a ``}, null, {`` and the dicts' texts are what they are alone.  None when
+    a dict's own text holds a ``}, null, {`` (counted: then not every one is a gap)."""
+    spaced = [None] * (2 * len(items) - 1)
+    spaced[::2] = items
+    text = _LINE_JSON(spaced)
+    if text.count(_GAP) != len(items) - 1:
+        return None
+    return text[1:-1].replace(_GAP, "}" + separator + "{")
+
+
+def _write_lines(value, out, indent):
+    """A dict or a list one level above :data:`COMPACT_DEPTH`: each of its values on one compact line."""
+    inner = indent + "  "
+    if type(value) is dict:  # pylint: disable=unidiomatic-typecheck
+        keys = sorted(value)
+        if not all(isinstance(key, str) for key in keys):
+            raise _Unusual()
+        out.append("{" + ",".join(inner + encode_basestring(key) + ": " + _line(value[key]) for key in keys)
+                   + indent + "}")
+        return
+    lines = _dict_lines(value, "," + inner) if set(map(type, value)) == _DICTS else None
+    if lines is None:
+        lines = ",".join(inner + _line(item) for item in value)
+    else:
+        lines = inner + lines
+    out.append("[" + lines + indent + "]")
 
 
 def _write_json(value, out, indent, depth):
     kind = type(value)
-    if depth >= COMPACT_DEPTH and (kind is dict or kind is list or kind is tuple):
-        out.append(_LINE_JSON(value))
-    elif kind is str:
+    if kind is str:
         out.append(encode_basestring(value))
-    elif kind is dict:
+    elif kind is dict or kind is list or kind is tuple:
         if not value:
-            out.append("{}")
-            return
-        inner = indent + "  "
-        first = True
-        for key in sorted(value):
-            if not isinstance(key, str):
-                raise _Unusual()
-            out.append(("{" if first else ",") + inner + encode_basestring(key) + ": ")
-            first = False
-            _write_json(value[key], out, inner, depth + 1)
-        out.append(indent + "}")
-    elif kind is list or kind is tuple:
-        if not value:
-            out.append("[]")
-            return
-        inner = indent + "  "
-        first = True
-        if depth + 1 == COMPACT_DEPTH:  # a host's checks: each one compact line (what the call below would write)
-            for item in value:
-                part = type(item)
-                if part is dict or part is list or part is tuple:
-                    out.append(("[" if first else ",") + inner + _LINE_JSON(item))
-                else:
-                    out.append(("[" if first else ",") + inner)
-                    _write_json(item, out, inner, depth + 1)
+            out.append("{}" if kind is dict else "[]")
+        elif depth + 1 == COMPACT_DEPTH:
+            _write_lines(value, out, indent)
+        elif kind is dict:
+            inner = indent + "  "
+            first = True
+            for key in sorted(value):
+                if not isinstance(key, str):
+                    raise _Unusual()
+                out.append(("{" if first else ",") + inner + encode_basestring(key) + ": ")
                 first = False
+                _write_json(value[key], out, inner, depth + 1)
+            out.append(indent + "}")
+        else:
+            inner = indent + "  "
+            first = True
+            for item in value:
+                out.append(("[" if first else ",") + inner)
+                first = False
+                _write_json(item, out, inner, depth + 1)
             out.append(indent + "]")
-            return
-        for item in value:
-            out.append(("[" if first else ",") + inner)
-            first = False
-            _write_json(item, out, inner, depth + 1)
-        out.append(indent + "]")
     elif value is None:
         out.append("null")
     elif value is True:
@@ -141,17 +165,34 @@ def _write_json(value, out, indent, depth):
 
 
 @gc_paused  # a report's texts at fleet scale (see gc_paused)
+def json_parts(value):
+    """:func:`json_document` in pieces (about one a host): a file is written from them without the whole text in
+    memory twice (the text, then its UTF-8 bytes)."""
+    out = []
+    try:
+        _write_json(value, out, "\n", 0)
+    except (_Unusual, RecursionError, TypeError, ValueError):
+        return [json.dumps(value, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False)]
+    return out
+
+
 def json_document(value):
     """report.json's text: ``json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)`` down to depth
     :data:`COMPACT_DEPTH` (a check of a host), one compact line (``", "`` and ``": "``, sorted keys) for each value
     that deep.  Anything but plain JSON types with string keys (and a structure too deep to recurse) goes to the
     json module's indented form, which decides as before (errors included)."""
-    out = []
-    try:
-        _write_json(value, out, "\n", 0)
-    except (_Unusual, RecursionError, TypeError, ValueError):
-        return json.dumps(value, indent=2, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
-    return "".join(out)
+    return "".join(json_parts(value))
+
+
+def text_of(lines):
+    """The text of :func:`markdown_lines`, :func:`html_lines` or :func:`junit_lines`: each line and a newline."""
+    return "\n".join(lines) + "\n"
+
+
+def text_parts(lines, size=4096):
+    """:func:`text_of` in pieces of ``size`` lines (to write a file from, as :func:`json_parts`)."""
+    for start in range(0, len(lines), size):
+        yield "\n".join(lines[start:start + size]) + "\n"
 
 
 # -- the human-readable report: one document model, written as Markdown (report.md) and as HTML (report.html) --------
@@ -267,6 +308,20 @@ def _md_cell(value):
     return md_escape(_text(value))
 
 
+def _cells(cell, row):
+    """The texts of a table row's cells, each by ``cell``'s cache (a report repeats most cells: layers, statuses,
+    counts, values, remedies) when every cell is text, an int, nothing or a (mark, text) pair; else uncached (a
+    float: ``0.0 == -0.0``; a structure cannot be a key)."""
+    if set(map(type, row)) <= _CACHED_CELLS:
+        return list(map(cell, row))
+    return [cell.__wrapped__(value) for value in row]
+
+
+# cell types whose equal values have the same text (the caches are typed: 1 and True are different keys)
+_CACHED_CELLS = {str, int, type(None), tuple}
+_md_cell_cached = functools.lru_cache(maxsize=1 << 16, typed=True)(_md_cell)
+
+
 def _fence(text):
     """A code fence longer than any run of backticks in ``text`` (so the text cannot close it)."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -274,8 +329,8 @@ def _fence(text):
 
 
 @gc_paused  # a report's texts at fleet scale (see gc_paused)
-def to_markdown(blocks):
-    """report.md's text of the blocks."""
+def markdown_lines(blocks):
+    """report.md's lines of the blocks (:func:`text_of`)."""
     out = []
     for block in blocks:
         kind = block[0]
@@ -287,14 +342,19 @@ def to_markdown(blocks):
             header, rows = block[1], block[2]
             out.append("| " + " | ".join(md_escape(h) for h in header) + " |")
             out.append("|" + "|".join("---" for dummy in header) + "|")
-            out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows)
+            out.extend("| " + " | ".join(_cells(_md_cell_cached, row)) + " |" for row in rows)
             out.append("")
         elif kind == "pre":
             fence = _fence(block[1])
             out.extend([fence, block[1].rstrip("\n"), fence, ""])
     while out and out[-1] == "":
         out.pop()
-    return "\n".join(out) + "\n"
+    return out
+
+
+def to_markdown(blocks):
+    """report.md's text of the blocks."""
+    return text_of(markdown_lines(blocks))
 
 
 _STATUS_CLASS = {"FAIL": "fail", "DRIFT": "drift", "unknown": "unknown"}
@@ -321,6 +381,12 @@ def _html_cell(value):
     return _html_text(_text(value))
 
 
+@functools.lru_cache(maxsize=1 << 16, typed=True)
+def _html_td(value):
+    """A table cell of :func:`to_html` (see :func:`_cells`)."""
+    return "<td>%s</td>" % _html_cell(value)
+
+
 HTML_STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5em; color: #1b1f24; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.3em; border-bottom: 1px solid #d0d7de; padding-bottom: .2em; margin-top: 1.6em; }
@@ -334,8 +400,8 @@ pre { background: #f6f8fa; padding: .6em; overflow-x: auto; font-size: 12px; }
 
 
 @gc_paused  # a report's texts at fleet scale (see gc_paused)
-def to_html(blocks, title="RDMA node audit"):
-    """A self-contained HTML page of the blocks (inline CSS, nothing loaded, no script may run)."""
+def html_lines(blocks, title="RDMA node audit"):
+    """The lines of :func:`to_html`."""
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            # no script, no remote resource, whatever a value holds: only this page's own inline style applies
            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
@@ -350,12 +416,17 @@ def to_html(blocks, title="RDMA node audit"):
         elif kind == "table":
             out.append("<table>\n<thead>\n<tr>%s</tr>\n</thead>\n<tbody>" % "".join(
                 "<th>%s</th>" % html_escape(h) for h in block[1]))
-            out.extend("<tr>%s</tr>" % "".join("<td>%s</td>" % _html_cell(c) for c in row) for row in block[2])
+            out.extend("<tr>%s</tr>" % "".join(_cells(_html_td, row)) for row in block[2])
             out.append("</tbody>\n</table>")
         elif kind == "pre":
             out.append("<pre><code>%s</code></pre>" % html_escape(block[1].rstrip("\n")))
     out.extend(["</body>", "</html>"])
-    return "\n".join(out) + "\n"
+    return out
+
+
+def to_html(blocks, title="RDMA node audit"):
+    """A self-contained HTML page of the blocks (inline CSS, nothing loaded, no script may run)."""
+    return text_of(html_lines(blocks, title))
 
 
 def check_name(check):
@@ -559,6 +630,18 @@ def _xml_attr(text):
     return quoteattr(_xml_chars(text))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _name_attr(check_id, subject):
+    """A check's ``name`` attribute (:func:`check_name`), quoted: one per check of the catalogue and subject."""
+    return _xml_attr(check_id + ("[%s]" % subject if subject else ""))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _xml_text(text):
+    """``text`` as XML character data (a failure's body: the same drift on many hosts has the same body)."""
+    return escape(_xml_chars(text))
+
+
 _STATUS_ATTR = {"drift": quoteattr("drift"), "fail": quoteattr("fail")}
 
 
@@ -575,41 +658,57 @@ def _junit_value(value, shared=None):
     return _JUNIT_JSON(value)
 
 
+def _junit_failure(check, status, shared):
+    """The failure (drift, fail) or error (unknown) element of a check that is not ok, on one line."""
+    body = "desired: %s\nlive: %s\npersisted: %s\nremedy: %s\ndetail: %s" % (
+        _junit_value(check.get("desired"), shared), _junit_value(check.get("live"), shared),
+        _junit_value(check.get("persisted"), shared), _junit_value(check.get("remedy"), shared),
+        _junit_value(check.get("detail"), shared))
+    message = _xml_attr(check.get("remedy") or check.get("detail") or status)
+    if status == "unknown":
+        return '      <error type="unknown" message=%s>%s</error>' % (message, _xml_text(body))
+    return '      <failure type=%s message=%s>%s</failure>' % (_STATUS_ATTR[status], message, _xml_text(body))
+
+
 @gc_paused  # a report's texts at fleet scale (see gc_paused)
-def junit(report, suite="rdma.k8s_node audit", shared=None):
-    """junit.xml: one test suite per host, one test case per check; drift and fail are failures, unknown errors.
-    ``shared``: see :func:`report_blocks`."""
+def junit_lines(report, suite="rdma.k8s_node audit", shared=None):
+    """The lines of :func:`junit`."""
     totals = report["summary"]["checks_by_status"]
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              "<testsuites name=%s tests=\"%d\" failures=\"%d\" errors=\"%d\">" % (
                  quoteattr(suite), sum(totals.values()), totals["drift"] + totals["fail"], totals["unknown"])]
+    append = lines.append
     for name, host in report["hosts"].items():
         counts = host["counts"]
-        lines.append('  <testsuite name=%s tests="%d" failures="%d" errors="%d" skipped="0">' % (
+        append('  <testsuite name=%s tests="%d" failures="%d" errors="%d" skipped="0">' % (
             _xml_attr(name), len(host["checks"]), counts["drift"] + counts["fail"], counts["unknown"]))
-        classnames = {}
+        starts = {}  # layer: the test case's start, up to its name (the class name is the host's and the layer's)
         for check in host["checks"]:
             layer = check["layer"]
-            classname = classnames.get(layer)
-            if classname is None:
-                classname = classnames[layer] = _xml_attr("%s.%s" % (name, layer))
+            start = starts.get(layer)
+            if start is None:
+                start = starts[layer] = "    <testcase classname=%s name=" % _xml_attr("%s.%s" % (name, layer))
             status = check["status"]
             if status == "ok":  # nothing but the name: the body is written for failures and errors only
-                lines.append('    <testcase classname=%s name=%s/>' % (classname, _xml_attr(check_name(check))))
-                continue
-            lines.append('    <testcase classname=%s name=%s>' % (classname, _xml_attr(check_name(check))))
-            body = "desired: %s\nlive: %s\npersisted: %s\nremedy: %s\ndetail: %s" % tuple(
-                _junit_value(check.get(k), shared) for k in ("desired", "live", "persisted", "remedy", "detail"))
-            message = check.get("remedy") or check.get("detail") or status
-            if status in ("drift", "fail"):
-                lines.append('      <failure type=%s message=%s>%s</failure>' % (
-                    _STATUS_ATTR[status], _xml_attr(message), escape(_xml_chars(body))))
-            elif status == "unknown":
-                lines.append('      <error type="unknown" message=%s>%s</error>' % (_xml_attr(message), escape(_xml_chars(body))))
-            lines.append("    </testcase>")
-        lines.append("  </testsuite>")
-    lines.append("</testsuites>")
-    return "\n".join(lines) + "\n"
+                append(start + _name_attr(check["id"], check.get("subject")) + "/>")
+            elif status in _JUNIT_FAILURES:
+                append(start + _name_attr(check["id"], check.get("subject")) + ">")
+                append(_junit_failure(check, status, shared))
+                append("    </testcase>")
+            else:
+                append(start + _name_attr(check["id"], check.get("subject")) + ">\n    </testcase>")
+        append("  </testsuite>")
+    append("</testsuites>")
+    return lines
+
+
+def junit(report, suite="rdma.k8s_node audit", shared=None):
+    """junit.xml: one test suite per host, one test case per check; drift and fail are failures, unknown errors.
+    ``shared``: see :func:`report_blocks`."""
+    return text_of(junit_lines(report, suite, shared))
+
+
+_JUNIT_FAILURES = ("drift", "fail", "unknown")
 
 
 def short_summary(report, limit=20):

@@ -12,7 +12,10 @@ and times, in plain Python (what the ``rdma_audit_report`` action runs; the filt
   summary lines;
 * ``write_reports`` of the tree's ``rdma_audit_report`` action, as the playbook writes the four files into a
   directory next to the module result: wall time (the disk's share included) and CPU time (with any child process);
-* the child's peak RSS (``ru_maxrss``) after the inputs were built and at the end.
+* the child's peak RSS (``ru_maxrss``) after the inputs were built and at the end;
+* whether the trees write the same bytes (``--check-hosts``, 1,000 by default): the first tree's ``_audit.audit``
+  of that many synthetic hosts, pickled, then every tree's ``write_reports`` of that one report (so a change of the
+  comparison between the trees does not count), and the sha256 of each file and of the summary lines.
 
 The hosts are mixed as an inventory in the middle of a rollout is: every 10th waits for a reboot (the kernel
 arguments in the boot configuration, not live), every 25th on older NIC firmware (``health.firmware`` fails on
@@ -20,17 +23,19 @@ every host of the model: the inventory-wide check), every 50th unreachable, ever
 one in 100 with a hostile name (``<script>``, ``|``, backticks, a newline).  Unchanged parts of the facts are
 shared between hosts (the audit only reads them), so the memory is the report's, not N copies of the input.
 
-Prints a table with the ratios tree / baseline (same command, interleaved).  Asserts nothing.
+Prints a table with the ratios tree / baseline (same command, interleaved) and the digests.  Asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import inspect
 import json
 import os
 import pathlib
+import pickle
 import resource
 import shutil
 import subprocess
@@ -80,12 +85,9 @@ def child(tree: str, result_file: str, count: int) -> dict:
     """Time the tree's audit and report writers over ``count`` synthetic hosts (runs in its own process)."""
     sys.path[:0] = [tree, str(COLLECTIONS)]
     # pylint: disable=import-outside-toplevel
-    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report, _defaults
+    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report
 
-    defaults = _defaults.role_defaults()
-    desired = dict((var, defaults.get(var)) for var in _audit.DESIRED_VARS)
-    result = json.loads(pathlib.Path(result_file).read_text(encoding="utf-8"))
-    hosts = synthetic_hosts(result, count, desired)
+    hosts = _tree_hosts(result_file, count)
     rss_inputs = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     out = {"tree": tree, "hosts": count, "rss_inputs_mb": round(rss_inputs)}
 
@@ -131,6 +133,50 @@ def child(tree: str, result_file: str, count: int) -> dict:
     return out
 
 
+def _tree_hosts(result_file: str, count: int) -> dict:
+    """The synthetic hosts with the desired state of the tree imported (its role defaults)."""
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _defaults
+
+    defaults = _defaults.role_defaults()
+    desired = dict((var, defaults.get(var)) for var in _audit.DESIRED_VARS)
+    result = json.loads(pathlib.Path(result_file).read_text(encoding="utf-8"))
+    return synthetic_hosts(result, count, desired)
+
+
+def digests(tree: str, result_file: str, count: int, report_file: str) -> dict:
+    """``{file: sha256}`` of the report files the tree writes for the report pickled in ``report_file`` (made by
+    this tree's ``_audit.audit`` of ``count`` synthetic hosts when the file does not exist yet), and of its summary
+    lines.  Runs in its own process."""
+    sys.path[:0] = [tree, str(COLLECTIONS)]
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report
+
+    path = pathlib.Path(report_file)
+    if not path.exists():
+        path.write_bytes(pickle.dumps(_audit.audit(_tree_hosts(result_file, count), generated="2026-12-02T00:00:00Z"),
+                                      protocol=pickle.HIGHEST_PROTOCOL))
+    report = pickle.loads(path.read_bytes())
+    sums = {"summary lines": hashlib.sha256("\n".join(_audit_report.short_summary(report)).encode("utf-8")).hexdigest()}
+    directory = tempfile.mkdtemp(prefix="bench-report-digests-", dir=os.path.dirname(report_file))
+    try:
+        action = _action_module()
+        if action is not None and hasattr(action, "write_reports"):
+            files = action.write_reports(report, directory)
+        else:  # a tree from before the action: its filters' texts, as the role wrote them
+            files = {}
+            for kind, name, text in (("json", "report.json", _audit_report.json_document(report) + "\n"),
+                                     ("md", "report.md", _audit_report.markdown(report)),
+                                     ("junit", "junit.xml", _audit_report.junit(report))):
+                files[kind] = os.path.join(directory, name)
+                pathlib.Path(files[kind]).write_text(text, encoding="utf-8")
+        for file_path in files.values():
+            sums[os.path.basename(file_path)] = hashlib.sha256(pathlib.Path(file_path).read_bytes()).hexdigest()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return sums
+
+
 def _action_module():
     """The tree's rdma_audit_report action module (its ``write_reports``), or None when it has none."""
     try:
@@ -163,6 +209,32 @@ ROWS = [("audit_s", "comparison (_audit.audit), s"), ("json_s", "report.json, s"
         ("rss_peak_mb", "peak RSS, end, MB"), ("checks_per_host", "checks per host")]
 
 
+def _run_child(arguments: list[str]) -> dict:
+    """This script in a child process; the last line it prints, as JSON."""
+    done = subprocess.run([sys.executable, __file__] + arguments, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError("report bench %s failed:\n%s" % (" ".join(arguments[:2]), done.stderr[-3000:]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def same_bytes(trees: dict, result: pathlib.Path, count: int, work: pathlib.Path) -> dict:
+    """``{tree: {file: sha256}}`` of one report (the first tree's comparison of ``count`` hosts) written by each
+    tree; prints them and whether every tree wrote the same bytes."""
+    report_file = work / ("report-%d.pickle" % count)
+    if report_file.exists():
+        report_file.unlink()
+    sums = dict((key, _run_child(["--digests", tree, str(result), str(count), str(report_file)]))
+                for key, tree in trees.items())
+    labels = list(trees)
+    print("\nThe same report of %d hosts (%s's comparison) written by each tree, sha256:" % (count, labels[0]))
+    for name in sorted(set(n for found in sums.values() for n in found)):
+        values = [sums[k].get(name) for k in labels]
+        verdict = "identical" if len(set(values)) == 1 else "DIFFERENT"
+        print("%-34s %s %s" % (name, " ".join("%12s" % (v or "-")[:12] for v in values),
+                               verdict if len(labels) > 1 else ""))
+    return sums
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--hosts", default="10000", help="comma-separated host counts")
@@ -171,10 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archetype", default="dgx-h100")
     parser.add_argument("--workdir", help="keep the node, the module result and the baseline tree here")
     parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--check-hosts", type=int, default=1000,
+                        help="hosts of the one report every tree writes, to compare the files' bytes (0: none)")
     parser.add_argument("--child", nargs=3, metavar=("TREE", "RESULT", "HOSTS"), help=argparse.SUPPRESS)
+    parser.add_argument("--digests", nargs=4, metavar=("TREE", "RESULT", "HOSTS", "REPORT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
+        return 0
+    if args.digests:
+        print(json.dumps(digests(args.digests[0], args.digests[1], int(args.digests[2]), args.digests[3])))
         return 0
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-report-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -187,14 +265,12 @@ def main(argv: list[str] | None = None) -> int:
             trees = {"baseline": str(bench_layer_cost.export_tree(args.baseline, work / ("tree-" + args.baseline))),
                      **trees}
         rows = []
+        if args.check_hosts:
+            rows.append({"check_hosts": args.check_hosts, "sha256": same_bytes(trees, result, args.check_hosts, work)})
         for count in (int(n) for n in args.hosts.split(",")):
             measured = {}
             for key, tree in trees.items():
-                done = subprocess.run([sys.executable, __file__, "--child", tree, str(result), str(count)],
-                                      capture_output=True, text=True, check=False)
-                if done.returncode != 0:
-                    raise RuntimeError("report bench of %s failed:\n%s" % (tree, done.stderr[-3000:]))
-                measured[key] = json.loads(done.stdout.strip().splitlines()[-1])
+                measured[key] = _run_child(["--child", tree, str(result), str(count)])
                 print("%-8s N=%-6d %s" % (key, count, json.dumps(measured[key])), flush=True)
             rows.append(measured)
             labels = list(trees)

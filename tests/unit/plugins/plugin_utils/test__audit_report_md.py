@@ -257,3 +257,22 @@ def test_page_is_self_contained(fleet):
     head = page.split("<body>", maxsplit=1)[0]
     assert "<style>" in head and "<link" not in page and "<script" not in page
     assert "<title>RDMA node audit: 400 hosts, %s</title>" % fleet["summary"]["status"] in head
+
+
+def test_table_cells_are_the_same_text_cached_or_not():
+    """The cells' caches are typed and leave floats (0.0 == -0.0) and unhashable values alone: every cell is written
+    as the uncached writer writes it, in any order."""
+    row = [0.0, -0.0, 1, True, 1.0, False, 0, None, "", "x|y", ("strong", "FAIL"), {"a": [1]}, [0.0], -0.0, 1]
+    expected_md = "| " + " | ".join(_audit_report._md_cell(value) for value in row) + " |"
+    expected_html = "<tr>%s</tr>" % "".join("<td>%s</td>" % _audit_report._html_cell(value) for value in row)
+    assert "| 0.0 | -0.0 | 1 | yes | 1.0 | no | 0 | - | - | x\\|y | **FAIL** |" in expected_md
+    header = ["c%d" % index for index in range(len(row))]
+    for cells in (row, row[::-1], [c for c in row if not isinstance(c, (dict, list))], [-0.0, 0.0], [True, 1]):
+        blocks = [("table", header[:len(cells)], [cells, list(cells)])]
+        md_rows = _audit_report.to_markdown(blocks).splitlines()[2:]
+        html_rows = [line for line in _audit_report.to_html(blocks).splitlines() if line.startswith("<tr><td>")]
+        one_md = "| " + " | ".join(_audit_report._md_cell(value) for value in cells) + " |"
+        one_html = "<tr>%s</tr>" % "".join("<td>%s</td>" % _audit_report._html_cell(value) for value in cells)
+        assert md_rows == [one_md, one_md] and html_rows == [one_html, one_html]
+    assert _audit_report.to_markdown([("table", header, [row])]).splitlines()[2] == expected_md
+    assert expected_html in _audit_report.to_html([("table", header, [row])])
