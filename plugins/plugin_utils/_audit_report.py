@@ -73,26 +73,11 @@ def _float_text(value):
 # before Python 3.13 and report.json has about 1,000 values per host (67 KB a host indented, 43 KB this way)
 COMPACT_DEPTH = 4  # the document 0, "hosts" 1, a host 2, its "checks" 3, one check 4
 _LINE_JSON = _encoder(True, False, (", ", ": "))
-_GAP = "}, null, {"  # between two dicts of a list with None between them, compact
-_DICTS = {dict}
 
 
 def _line(value):
     """A value at :data:`COMPACT_DEPTH`: its compact text."""
     return encode_basestring(value) if type(value) is str else _LINE_JSON(value)  # pylint: disable=unidiomatic-typecheck
-
-
-def _dict_lines(items, separator):
-    """The compact texts of the dicts ``items`` joined by ``separator``, by one encoder call instead of one per
-    dict (a host's checks: a million calls at 10,000 hosts).  The list with None between the dicts is written
-    ``[{...}, null, {...}]``: each gap is a ``}, null, {`` and the dicts' texts are what they are alone.  None when
-    a dict's own text holds a ``}, null, {`` (counted: then not every one is a gap)."""
-    spaced = [None] * (2 * len(items) - 1)
-    spaced[::2] = items
-    text = _LINE_JSON(spaced)
-    if text.count(_GAP) != len(items) - 1:
-        return None
-    return text[1:-1].replace(_GAP, "}" + separator + "{")
 
 
 def _write_lines(value, out, indent):
@@ -104,13 +89,8 @@ def _write_lines(value, out, indent):
             raise _Unusual()
         out.append("{" + ",".join(inner + encode_basestring(key) + ": " + _line(value[key]) for key in keys)
                    + indent + "}")
-        return
-    lines = _dict_lines(value, "," + inner) if set(map(type, value)) == _DICTS else None
-    if lines is None:
-        lines = ",".join(inner + _line(item) for item in value)
     else:
-        lines = inner + lines
-    out.append("[" + lines + indent + "]")
+        out.append("[" + inner + ("," + inner).join(map(_line, value)) + indent + "]")
 
 
 def _write_json(value, out, indent, depth):

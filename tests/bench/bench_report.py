@@ -13,9 +13,11 @@ and times, in plain Python (what the ``rdma_audit_report`` action runs; the filt
 * ``write_reports`` of the tree's ``rdma_audit_report`` action, as the playbook writes the four files into a
   directory next to the module result: wall time (the disk's share included) and CPU time (with any child process);
 * the child's peak RSS (``ru_maxrss``) after the inputs were built and at the end;
-* whether the trees write the same bytes (``--check-hosts``, 1,000 by default): the first tree's ``_audit.audit``
-  of that many synthetic hosts, pickled, then every tree's ``write_reports`` of that one report (so a change of the
-  comparison between the trees does not count), and the sha256 of each file and of the summary lines.
+* the sha256 of each text and of each file written: whether the trees write the same bytes.
+
+Every tree's writers write one report: the first tree's comparison of the N hosts, made once in a child of its own
+and pickled (each tree's ``audit`` row is still its own comparison), so that a change of the comparison between the
+trees (other checks, other statuses) does not count as the writers' and the digests compare the writers alone.
 
 The hosts are mixed as an inventory in the middle of a rollout is: every 10th waits for a reboot (the kernel
 arguments in the boot configuration, not live), every 25th on older NIC firmware (``health.firmware`` fails on
@@ -81,27 +83,33 @@ def synthetic_hosts(result: dict, count: int, desired: dict) -> dict:
     return hosts
 
 
-def child(tree: str, result_file: str, count: int) -> dict:
-    """Time the tree's audit and report writers over ``count`` synthetic hosts (runs in its own process)."""
+def child(tree: str, result_file: str, count: int, report_file: str) -> dict:
+    """Time the tree's audit over ``count`` synthetic hosts and its report writers over the report pickled in
+    ``report_file`` (runs in its own process)."""
     sys.path[:0] = [tree, str(COLLECTIONS)]
     # pylint: disable=import-outside-toplevel
     from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report
 
     hosts = _tree_hosts(result_file, count)
     rss_inputs = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    out = {"tree": tree, "hosts": count, "rss_inputs_mb": round(rss_inputs)}
+    out = {"tree": tree, "hosts": count, "rss_inputs_mb": round(rss_inputs), "sha256": {}}
 
     def timed(name, func):
         start = time.process_time()
         value = func()
         out[name + "_s"] = round(time.process_time() - start, 3)
-        if isinstance(value, str):
-            out[name + "_mb"] = round(len(value.encode("utf-8")) / 1e6, 1)
+        if isinstance(value, str) or name == "summary":  # a text, or the summary lines
+            encoded = (value if isinstance(value, str) else "\n".join(value)).encode("utf-8")
+            out[name + "_mb"] = round(len(encoded) / 1e6, 1)
+            out["sha256"][name] = hashlib.sha256(encoded).hexdigest()
         return value
 
     report = timed("audit", lambda: _audit.audit(hosts, generated="2026-12-02T00:00:00Z"))
     del hosts
     out["checks_per_host"] = round(sum(len(h["checks"]) for h in report["hosts"].values()) / float(count), 1)
+    del report
+    with open(report_file, "rb") as handle:
+        report = pickle.load(handle)
     writers = [("json", lambda: _audit_report.json_document(report)), ("md", lambda: _audit_report.markdown(report))]
     # as the rdma_audit_report action writes them (write_reports): the structures' text shared by report.md,
     # report.html and junit.xml when the tree has it
@@ -122,11 +130,13 @@ def child(tree: str, result_file: str, count: int) -> dict:
         directory = tempfile.mkdtemp(prefix="bench-report-files-", dir=os.path.dirname(result_file))
         try:
             wall, cpu, children = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-            action.write_reports(report, directory)
+            files = action.write_reports(report, directory)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             out["write_wall_s"] = round(time.perf_counter() - wall, 3)
             out["write_cpu_s"] = round(time.process_time() - cpu + after.ru_utime + after.ru_stime
                                        - children.ru_utime - children.ru_stime, 3)
+            for path in files.values():
+                out["sha256"][os.path.basename(path)] = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
     out["rss_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
@@ -144,37 +154,17 @@ def _tree_hosts(result_file: str, count: int) -> dict:
     return synthetic_hosts(result, count, desired)
 
 
-def digests(tree: str, result_file: str, count: int, report_file: str) -> dict:
-    """``{file: sha256}`` of the report files the tree writes for the report pickled in ``report_file`` (made by
-    this tree's ``_audit.audit`` of ``count`` synthetic hosts when the file does not exist yet), and of its summary
-    lines.  Runs in its own process."""
+def save_report(tree: str, result_file: str, count: int, report_file: str) -> dict:
+    """Pickle the tree's comparison of ``count`` synthetic hosts into ``report_file``: the report every tree's
+    writers write (runs in its own process)."""
     sys.path[:0] = [tree, str(COLLECTIONS)]
     # pylint: disable=import-outside-toplevel
-    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_report
+    from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 
-    path = pathlib.Path(report_file)
-    if not path.exists():
-        path.write_bytes(pickle.dumps(_audit.audit(_tree_hosts(result_file, count), generated="2026-12-02T00:00:00Z"),
-                                      protocol=pickle.HIGHEST_PROTOCOL))
-    report = pickle.loads(path.read_bytes())
-    sums = {"summary lines": hashlib.sha256("\n".join(_audit_report.short_summary(report)).encode("utf-8")).hexdigest()}
-    directory = tempfile.mkdtemp(prefix="bench-report-digests-", dir=os.path.dirname(report_file))
-    try:
-        action = _action_module()
-        if action is not None and hasattr(action, "write_reports"):
-            files = action.write_reports(report, directory)
-        else:  # a tree from before the action: its filters' texts, as the role wrote them
-            files = {}
-            for kind, name, text in (("json", "report.json", _audit_report.json_document(report) + "\n"),
-                                     ("md", "report.md", _audit_report.markdown(report)),
-                                     ("junit", "junit.xml", _audit_report.junit(report))):
-                files[kind] = os.path.join(directory, name)
-                pathlib.Path(files[kind]).write_text(text, encoding="utf-8")
-        for file_path in files.values():
-            sums[os.path.basename(file_path)] = hashlib.sha256(pathlib.Path(file_path).read_bytes()).hexdigest()
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    return sums
+    report = _audit.audit(_tree_hosts(result_file, count), generated="2026-12-02T00:00:00Z")
+    with open(report_file, "wb") as handle:
+        pickle.dump(report, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    return {"tree": tree, "hosts": count, "checks": sum(len(h["checks"]) for h in report["hosts"].values())}
 
 
 def _action_module():
@@ -201,12 +191,12 @@ def module_result(work: pathlib.Path, archetype: str) -> pathlib.Path:
     return path
 
 
-ROWS = [("audit_s", "comparison (_audit.audit), s"), ("json_s", "report.json, s"), ("md_s", "report.md, s"),
-        ("html_s", "report.html, s"), ("junit_s", "junit.xml, s"), ("summary_s", "summary lines, s"),
+ROWS = [("audit_s", "comparison (_audit.audit), s"), ("checks_per_host", "checks per host (its comparison)"),
+        ("json_s", "report.json, s"), ("md_s", "report.md, s"), ("html_s", "report.html, s"), ("junit_s", "junit.xml, s"), ("summary_s", "summary lines, s"),
         ("report_s", "report files together, s"), ("write_cpu_s", "write_reports (4 files), CPU s"),
         ("write_wall_s", "write_reports (4 files), wall s"), ("json_mb", "report.json, MB"), ("md_mb", "report.md, MB"),
         ("html_mb", "report.html, MB"), ("junit_mb", "junit.xml, MB"), ("rss_inputs_mb", "peak RSS, inputs built, MB"),
-        ("rss_peak_mb", "peak RSS, end, MB"), ("checks_per_host", "checks per host")]
+        ("rss_peak_mb", "peak RSS, end, MB")]
 
 
 def _run_child(arguments: list[str]) -> dict:
@@ -217,22 +207,15 @@ def _run_child(arguments: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def same_bytes(trees: dict, result: pathlib.Path, count: int, work: pathlib.Path) -> dict:
-    """``{tree: {file: sha256}}`` of one report (the first tree's comparison of ``count`` hosts) written by each
-    tree; prints them and whether every tree wrote the same bytes."""
-    report_file = work / ("report-%d.pickle" % count)
-    if report_file.exists():
-        report_file.unlink()
-    sums = dict((key, _run_child(["--digests", tree, str(result), str(count), str(report_file)]))
-                for key, tree in trees.items())
-    labels = list(trees)
-    print("\nThe same report of %d hosts (%s's comparison) written by each tree, sha256:" % (count, labels[0]))
-    for name in sorted(set(n for found in sums.values() for n in found)):
-        values = [sums[k].get(name) for k in labels]
-        verdict = "identical" if len(set(values)) == 1 else "DIFFERENT"
-        print("%-34s %s %s" % (name, " ".join("%12s" % (v or "-")[:12] for v in values),
-                               verdict if len(labels) > 1 else ""))
-    return sums
+def print_digests(measured: dict) -> None:
+    """The sha256 of each tree's texts and files, and whether the trees wrote the same bytes."""
+    labels = list(measured)
+    names = sorted(set(n for k in labels for n in measured[k].get("sha256", {}) if n != "audit"))
+    print("%-34s %s" % ("sha256 (the same report)", " ".join("%12s" % k for k in labels)))
+    for name in names:
+        values = [measured[k]["sha256"].get(name) for k in labels]
+        verdict = ("identical" if len(set(values)) == 1 else "DIFFERENT") if len(labels) > 1 else ""
+        print("%-34s %s %s" % (name, " ".join("%12s" % (v or "-")[:12] for v in values), verdict))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,17 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archetype", default="dgx-h100")
     parser.add_argument("--workdir", help="keep the node, the module result and the baseline tree here")
     parser.add_argument("--json", help="write the measurements here")
-    parser.add_argument("--check-hosts", type=int, default=1000,
-                        help="hosts of the one report every tree writes, to compare the files' bytes (0: none)")
-    parser.add_argument("--child", nargs=3, metavar=("TREE", "RESULT", "HOSTS"), help=argparse.SUPPRESS)
-    parser.add_argument("--digests", nargs=4, metavar=("TREE", "RESULT", "HOSTS", "REPORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, metavar=("TREE", "RESULT", "HOSTS", "REPORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--save-report", nargs=4, metavar=("TREE", "RESULT", "HOSTS", "REPORT"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
-        return 0
-    if args.digests:
-        print(json.dumps(digests(args.digests[0], args.digests[1], int(args.digests[2]), args.digests[3])))
-        return 0
+    for option, func in ((args.child, child), (args.save_report, save_report)):
+        if option:
+            print(json.dumps(func(option[0], option[1], int(option[2]), option[3])))
+            return 0
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-report-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -265,23 +245,25 @@ def main(argv: list[str] | None = None) -> int:
             trees = {"baseline": str(bench_layer_cost.export_tree(args.baseline, work / ("tree-" + args.baseline))),
                      **trees}
         rows = []
-        if args.check_hosts:
-            rows.append({"check_hosts": args.check_hosts, "sha256": same_bytes(trees, result, args.check_hosts, work)})
         for count in (int(n) for n in args.hosts.split(",")):
+            report_file = str(work / ("report-%d.pickle" % count))
+            _run_child(["--save-report", next(iter(trees.values())), str(result), str(count), report_file])
             measured = {}
             for key, tree in trees.items():
-                measured[key] = _run_child(["--child", tree, str(result), str(count)])
+                measured[key] = _run_child(["--child", tree, str(result), str(count), report_file])
                 print("%-8s N=%-6d %s" % (key, count, json.dumps(measured[key])), flush=True)
             rows.append(measured)
             labels = list(trees)
-            print("\nN = %d (%s)" % (count, ", ".join("%s: %s" % (k, args.baseline if k == "baseline" else
-                                                                  args.tree or "work tree") for k in labels)))
+            print("\nN = %d (%s; the report files: %s's comparison)" % (count, ", ".join(
+                "%s: %s" % (k, args.baseline if k == "baseline" else args.tree or "work tree") for k in labels), labels[0]))
             print("%-34s %s %s" % ("", " ".join("%12s" % k for k in labels), "   ratio" if len(labels) == 2 else ""))
             for key, label in ROWS:
                 values = [measured[k].get(key) for k in labels]
                 ratio = ("%7.2fx" % (values[1] / values[0]) if len(values) == 2 and values[0] and values[1] is not None
                          else "")
                 print("%-34s %s %s" % (label, " ".join("%12s" % ("-" if v is None else v) for v in values), ratio))
+            print_digests(measured)
+            os.unlink(report_file)
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     finally:
