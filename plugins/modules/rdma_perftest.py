@@ -635,6 +635,11 @@ def probe_pod(module, params):
             return out
         ctr = _last_line(text)
         if step(["start", ctr], limit) is None:
+            # what the container printed before it ended (an image without the shell or sleep says so here)
+            # (crictl logs prints the container's stderr lines on its stderr)
+            rc, logs, errors, dummy = _crictl(module, crictl, endpoint, ["logs", "--tail", "20", ctr], limit)
+            if rc == 0 and (logs + errors).strip():
+                out["reason"] += "; the container's log: %s" % (logs + errors).strip()[-500:]
             return out
         text = step(["exec", "-s", "--timeout", str(limit), ctr, "sh", "-c",
                      "echo memlock=$(ulimit -l); ls /dev/infiniband 2>/dev/null | sed 's/^/dev=/'"], limit + 5)

@@ -305,6 +305,22 @@ esac
     assert not list((tmp_path / "run").iterdir())  # the configs written for crictl are gone
 
 
+def test_pod_check_that_cannot_start_its_container_shows_the_containers_log(monkeypatch, tmp_path):
+    crictl = script(tmp_path, "crictl", """case "$1" in
+  runp) echo pod1 ;;
+  create) echo ctr1 ;;
+  start) echo 'level=fatal msg="OCI runtime start failed: cannot start a container that has stopped"' >&2; exit 1 ;;
+  logs) [ "$4" = ctr1 ] && echo 'exec: "sleep": executable file not found in $PATH' >&2 ;;
+esac
+""")
+    pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/no-sleep:1",
+              run_dir=str(tmp_path / "run"))["pod"]
+    assert pod["status"] == "fail"
+    assert pod["reason"] == ('crictl start failed: level=fatal msg="OCI runtime start failed: cannot start a '
+                             'container that has stopped"; the container\'s log: exec: "sleep": executable file '
+                             'not found in $PATH')
+
+
 def test_client_and_server_run_under_taskset_on_the_nics_cpus(monkeypatch, tmp_path):
     fake = script(tmp_path, "bw", "echo '* Waiting for client to connect... *'\nexec sleep 60\n")
     cpus = "0"
