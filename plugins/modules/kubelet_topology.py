@@ -303,6 +303,16 @@ diff:
   description: Per-key before and after (with C(--diff)).
   returned: when diff mode is on and something changes
   type: dict
+backup_files:
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)), of the configuration files replaced or removed (the
+      kubelet config file, the module's drop-in or an older one of its own, an environment file a flag was taken out
+      of); each copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, or only new files were written).
+    - Stale state files are not in it; see RV(removed_state_files).
+  returned: always
+  type: dict
+  sample: {"/var/lib/kubelet/config.yaml": "/var/lib/kubelet/config.yaml.12345.2026-01-01@10:00:00~"}
 """
 
 import json
@@ -582,7 +592,7 @@ def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too
     }
     result.extra.update({"changes": changes, "target": {"mode": target["mode"], "path": path},
                          "conflicts": planned["conflicts"], "overridden": planned["overridden"],
-                         "removed_state_files": [],
+                         "removed_state_files": [], "backup_files": {},
                          "default_options": {"applied": added, "left_out": left_out}})
     if target["mode"] == "dropin":
         state = observe_file(host, path)
@@ -661,8 +671,7 @@ def apply(module, node, host, params, plans, stale_states, needs_restart, result
         outcome = _undo_states(node, host, saved_states, "no state file had been moved") if restarting else \
             "the kubelet was not touched"
         raise ApplyError("%s; %s" % (exc.msg, outcome), exc.details, result.as_dict()) from exc
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = backups
     if restarting:
         node.systemctl("restart", node.service)
         ok, why = node.healthy(params["restart_timeout"], params["healthz_url"], params["settle_time"])

@@ -185,6 +185,14 @@ diff:
   description: Before and after of each file (with C(--diff)).
   returned: when diff mode is on and a file changes
   type: raw
+backup_files:
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)), of the files replaced or removed; each copy holds the
+      file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, or only new files were written).
+  returned: always
+  type: dict
+  sample: {"/etc/modules-load.d/nvidia-peermem.conf": "/etc/modules-load.d/nvidia-peermem.conf.12345.2026-01-01@10:00:00~"}
 """
 
 import os
@@ -261,7 +269,7 @@ def run_module(module):
         "nvidia_driver": {"version": nvidia["version"], "open": nvidia["open"]} if nvidia else None,
         "ofed": {"flavor": ofed["flavor"], "version": ofed["version"], "running_version": ofed["running_version"]},
     }
-    result.extra.update({"gpudirect": gpudirect, "daemon_reload_required": False})
+    result.extra.update({"gpudirect": gpudirect, "daemon_reload_required": False, "backup_files": {}})
     result.observed.update({"kernel_release": release, "peermem_loaded": loaded, "openibd": openibd})
 
     try:
@@ -331,8 +339,7 @@ def run_module(module):
         if load:
             exc.msg += "; %s stays loaded for this boot but is not persisted" % MODULE
         raise
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = backups
     loaded = peermem_loaded(host)
     gpudirect["peermem_loaded"] = loaded
     gpudirect["active"] = _gpudirect.active_path(method, capable, loaded)

@@ -141,6 +141,13 @@ diff:
   description: Before and after of the file (with C(--diff)).
   returned: when diff mode is on and the file changes
   type: dict
+backup_files:
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)); the copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, or the file did not exist before).
+  returned: always
+  type: dict
+  sample: {"/etc/sysctl.d/90-rdma-k8s-node.conf": "/etc/sysctl.d/90-rdma-k8s-node.conf.12345.2026-01-01@10:00:00~"}
 """
 
 import os
@@ -171,6 +178,7 @@ def run_module(module):
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
     result = Result()
+    result.extra["backup_files"] = {}
 
     planned = _plan.plan(settings, _observe.observe(host, path, settings), path, live=params["live"])
     result.observed["live"] = planned["live"]
@@ -194,9 +202,7 @@ def run_module(module):
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
 
-    backups = _apply.apply(host, commands, planned, backup=params["backup"])
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = _apply.apply(host, commands, planned, backup=params["backup"])
     return result.as_dict(with_diff=module._diff)
 
 

@@ -254,3 +254,36 @@ def test_a_reserved_cpus_change_under_none_keeps_the_cpu_checkpoint(tmp_path, mo
     bench = KubeletBench(tmp_path, monkeypatch)
     result = bench.run(bench.args(reserved_system_cpus="0-1"))
     assert result["stale_state_files"] == {} and (bench.root / CPU_STATE.lstrip("/")).exists()
+
+
+# -- backup_files: {edited path: backup path}, {} when nothing was backed up (RETURN) ------------------------------------
+def test_backup_files_map_the_edited_config_to_a_copy_of_its_old_content(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch)   # 1.29 without --config-dir: config.yaml is edited in place
+    config = bench.root / "var/lib/kubelet/config.yaml"
+    old = config.read_text()
+    check = bench.run(bench.args(topology_manager_policy="restricted", backup=True), check=True)
+    assert check["changed"] is True and check["backup_files"] == {} and config.read_text() == old
+    result = bench.run(bench.args(topology_manager_policy="restricted", backup=True))
+    assert result["changed"] is True and list(result["backup_files"]) == [bench.config]
+    copy = result["backup_files"][bench.config]
+    assert copy.startswith(str(config) + ".") and copy.endswith("~")
+    with open(copy, encoding="utf-8") as saved:
+        assert saved.read() == old
+    assert config_of(bench)["topologyManagerPolicy"] == "restricted"
+    again = bench.run(bench.args(topology_manager_policy="restricted", backup=True))
+    assert again["changed"] is False and again["backup_files"] == {}
+
+
+def test_backup_files_of_the_dropin_only_once_it_exists_and_none_without_backup(tmp_path, monkeypatch):
+    bench = KubeletBench(tmp_path, monkeypatch, version="v1.31.2", dropin=True)
+    dropin = bench.root / bench.target().lstrip("/")
+    created = bench.run(bench.args(topology_manager_policy="restricted", backup=True))
+    assert created["target"]["mode"] == "dropin" and created["backup_files"] == {}, "a new file has nothing to back up"
+    old = dropin.read_text()
+    updated = bench.run(bench.args(topology_manager_policy="best-effort", backup=True))
+    assert list(updated["backup_files"]) == [bench.target()]
+    with open(updated["backup_files"][bench.target()], encoding="utf-8") as saved:
+        assert saved.read() == old
+    plain = bench.run(bench.args(topology_manager_policy="single-numa-node"))
+    assert plain["changed"] is True and plain["backup_files"] == {}
+    assert len([p for p in dropin.parent.iterdir() if p.name.endswith("~")]) == 1, "backup=false keeps no copy"

@@ -198,6 +198,43 @@ def test_backup_of_a_replaced_file(monkeypatch, dgx):
     assert backup.read_text(encoding="utf-8") == "nvidia-peermem\n"
 
 
+def test_backup_files_is_edited_path_to_old_copy_and_empty_in_check_mode_and_no_op(monkeypatch, dgx):
+    """backup_files is ``{edited path: backup path}`` on a changing run with backup=true, ``{}`` otherwise (RETURN)."""
+    old = "# by hand\nnvidia-peermem\n"
+    (dgx.etc / CONF).write_text(old, encoding="utf-8")
+    check = run(monkeypatch, dgx, check=True, backup=True)
+    assert check["changed"] is True and check["backup_files"] == {}
+    assert (dgx.etc / CONF).read_text(encoding="utf-8") == old
+    result = run(monkeypatch, dgx, backup=True)
+    assert list(result["backup_files"]) == ["/etc/" + CONF]
+    copy = result["backup_files"]["/etc/" + CONF]
+    assert copy.startswith(str(dgx.root) + "/etc/" + CONF + ".") and copy.endswith("~")
+    assert pathlib.Path(copy).read_text(encoding="utf-8") == old
+    assert (dgx.etc / CONF).read_text(encoding="utf-8") != old
+    again = run(monkeypatch, dgx, backup=True)
+    assert again["changed"] is False and again["backup_files"] == {}
+
+
+def test_backup_files_empty_for_a_new_file_or_without_backup(monkeypatch, dgx):
+    """Creating the file backs nothing up; backup=false keeps no copy of a replaced file: ``{}`` both times."""
+    created = run(monkeypatch, dgx, backup=True)
+    assert [a["action"] for a in created["actions"]] == ["load_module", "create_file"] and created["backup_files"] == {}
+    (dgx.etc / CONF).write_text("nvidia-peermem\n", encoding="utf-8")
+    replaced = run(monkeypatch, dgx)
+    assert [a["action"] for a in replaced["actions"]] == ["update_file"] and replaced["backup_files"] == {}
+    assert [p.name for p in (dgx.etc / "modules-load.d").iterdir() if p.name.endswith("~")] == []
+
+
+def test_backup_of_a_removed_file_holds_its_content(monkeypatch, tmp_path):
+    """DMA-BUF removes the peermem file; with backup=true its copy is returned by the removed path."""
+    spec = spec_variant(tmp_path, "dgx-h100", "open", nvidia_kernel_module="open")
+    with sim_node(spec, tmp_path, monkeypatch) as node:
+        (node.etc / CONF).write_text("nvidia_peermem\n", encoding="utf-8")
+        result = run(monkeypatch, node, backup=True)
+        assert [a["action"] for a in result["actions"]] == ["delete_file"] and not (node.etc / CONF).exists()
+        assert pathlib.Path(result["backup_files"]["/etc/" + CONF]).read_text(encoding="utf-8") == "nvidia_peermem\n"
+
+
 @pytest.mark.parametrize("args, message", [
     ({"method": "gdr"}, "value of method must be one of"),
     ({"conf_file": "/etc/modules-load.d/peermem"}, "conf_file must be a .conf file directly in /etc/modules-load.d"),

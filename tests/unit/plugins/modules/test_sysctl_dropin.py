@@ -115,3 +115,28 @@ def test_bad_input_writes_nothing(monkeypatch, dgx, args, message):
     assert message in failure["msg"]
     assert not (dgx.etc / CONF).exists()
     assert conf(dgx, "all", "arp_ignore") == "0"
+
+
+def test_backup_files_map_the_edited_file_to_a_copy_of_its_old_content(monkeypatch, dgx):
+    """backup_files is ``{edited path: backup path}`` on a changing run with backup=true, ``{}`` otherwise (RETURN)."""
+    old = "net.ipv4.conf.all.arp_ignore = 0\n"
+    (dgx.etc / CONF).write_text(old)
+    assert run(monkeypatch, dgx, check=True, settings=SETTINGS, backup=True)["backup_files"] == {}
+    assert (dgx.etc / CONF).read_text() == old
+    result = run(monkeypatch, dgx, settings=SETTINGS, backup=True)
+    assert result["changed"]
+    [(edited, copy)] = result["backup_files"].items()
+    assert edited == "/etc/" + CONF
+    assert copy.startswith(str(dgx.root) + "/etc/" + CONF + ".") and copy.endswith("~")
+    with open(copy, encoding="utf-8") as saved:
+        assert saved.read() == old
+    assert (dgx.etc / CONF).read_text() != old
+    again = run(monkeypatch, dgx, settings=SETTINGS, backup=True)
+    assert not again["changed"] and again["backup_files"] == {}
+
+
+def test_backup_files_empty_without_backup_or_previous_file(monkeypatch, dgx):
+    """A new file has nothing to back up, and backup=false keeps no copy: ``{}`` either way, no stray copy left."""
+    assert run(monkeypatch, dgx, settings=SETTINGS, backup=True)["backup_files"] == {}
+    assert run(monkeypatch, dgx, settings=dict(SETTINGS, **{"net.ipv4.conf.all.arp_ignore": 2}))["backup_files"] == {}
+    assert sorted(p.name for p in (dgx.etc / "sysctl.d").iterdir() if p.name.endswith("~")) == []
