@@ -192,7 +192,8 @@ def module_result(work: pathlib.Path, archetype: str) -> pathlib.Path:
 
 
 ROWS = [("audit_s", "comparison (_audit.audit), s"), ("checks_per_host", "checks per host (its comparison)"),
-        ("json_s", "report.json, s"), ("md_s", "report.md, s"), ("html_s", "report.html, s"), ("junit_s", "junit.xml, s"), ("summary_s", "summary lines, s"),
+        ("json_s", "report.json, s"), ("blocks_s", "document model (.md, .html), s"), ("md_s", "report.md, s"),
+        ("html_s", "report.html, s"), ("junit_s", "junit.xml, s"), ("summary_s", "summary lines, s"),
         ("report_s", "report files together, s"), ("write_cpu_s", "write_reports (4 files), CPU s"),
         ("write_wall_s", "write_reports (4 files), wall s"), ("json_mb", "report.json, MB"), ("md_mb", "report.md, MB"),
         ("html_mb", "report.html, MB"), ("junit_mb", "junit.xml, MB"), ("rss_inputs_mb", "peak RSS, inputs built, MB"),
