@@ -724,6 +724,7 @@ def run_ib_vf_guids(module):
                                                and not seen.get("node"))}
     result.extra["guids"] = guid_rows
     result.extra["netdev_renames"] = []
+    result.extra["backup_files"] = {}
     if module._diff and steps:
         result.diffs.insert(0, {"before": "".join("vf %d: %s\n" % (i, _guid.format_guid(observed.get(i, {}).get("admin_node") or 0))
                                                   for i in range(count)),
@@ -763,7 +764,7 @@ def run_ib_vf_guids(module):
                          result=result.as_dict(with_diff=False)) from exc
     if pool_plan is not None and pool_plan.changed:
         try:
-            FileTransaction(host, backup=False).apply_all([pool_plan])
+            result.extra["backup_files"] = FileTransaction(host, backup=bool(params.get("backup"))).apply_all([pool_plan])
         except ApplyError as exc:
             # the pool file must not disagree with the VFs: put the previous GUIDs back as for any other failure
             outcome = _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout)

@@ -82,6 +82,12 @@ options:
         refused with the entry named, since the operator would then refuse the whole file. With no VFs the entry is
         left out (the operator refuses one without GUIDs), and a file left empty is removed.
     type: bool
+  backup:
+    description:
+      - Keep a timestamped copy of O(pool_file) before it is replaced (with O(export_pool_file)).
+      - Backups are created mode C(0600), owned by root; RV(backup_files) names them.
+    type: bool
+    default: false
   exclude_guids:
     description: GUIDs in use elsewhere (other nodes); wanting one of them is an error before any write.
     type: list
@@ -207,6 +213,14 @@ diff:
   description: VF GUIDs before and after, and the pool file (with C(--diff)).
   returned: when diff mode is on and something changes
   type: raw
+backup_files:
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)); the only file this module edits is O(pool_file), and its
+      copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change of the file, or a new file).
+  returned: always
+  type: dict
+  sample: {"/etc/sriov-operator/infiniband/guids": "/etc/sriov-operator/infiniband/guids.12345.2026-01-01@10:00:00~"}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -228,6 +242,7 @@ def main():
             pool_file=dict(type="path", default=OPERATOR_POOL_FILE),
             export_pool_file=dict(type="bool"),
             exclude_guids=dict(type="list", elements="str"),
+            backup=dict(type="bool", default=False),
             allow_vf_reset=dict(type="bool", default=False),
             timeout=dict(type="int", default=60),
             host_root=dict(type="path", default="/"),

@@ -138,6 +138,29 @@ def test_operator_pool_file_read_and_export(monkeypatch, dgx):
     assert run(monkeypatch, dgx, netdev="ibp24s0", scheme="pool_file")["changed"] is False
 
 
+def test_backup_files_map_the_pool_file_to_a_copy_of_its_old_content(monkeypatch, dgx):
+    """backup_files is ``{edited path: backup path}`` on a run that replaces the pool file with backup=true, ``{}`` on
+    a check-mode, no-op, new-file or backup=false run (RETURN)."""
+    (dgx.etc / "sriov-operator/infiniband").mkdir(parents=True)
+    pool = dgx.etc / POOL
+    created = run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True, backup=True)
+    assert any(a["action"] == "create_file" for a in created["actions"]) and created["backup_files"] == {}
+    old = pool.read_text()
+    check = run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True, guid_prefix="0a", backup=True, check=True)
+    assert check["changed"] is True and check["backup_files"] == {} and pool.read_text() == old
+    result = run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True, guid_prefix="0a", backup=True)
+    assert any(a["action"] == "update_file" for a in result["actions"])
+    assert list(result["backup_files"]) == ["/etc/" + POOL]
+    copy = result["backup_files"]["/etc/" + POOL]
+    assert copy.startswith(str(dgx.root) + "/etc/" + POOL + ".") and copy.endswith("~")
+    assert pathlib.Path(copy).read_text() == old and pool.read_text() != old
+    again = run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True, guid_prefix="0a", backup=True)
+    assert again["changed"] is False and again["backup_files"] == {}
+    plain = run(monkeypatch, dgx, netdev="ibp24s0", export_pool_file=True)
+    assert plain["changed"] is True and plain["backup_files"] == {}
+    assert len([p for p in pool.parent.iterdir() if p.name.endswith("~")]) == 1, "backup=false keeps no copy"
+
+
 @pytest.mark.parametrize("args, message", [
     ({"netdev": "enp41s0f0np0"}, "is an Ethernet PF: VF node/port GUIDs only exist on InfiniBand"),
     ({"netdev": "ib7"}, "netdev: there is no network interface 'ib7'"),
