@@ -75,11 +75,6 @@ COMPACT_DEPTH = 4  # the document 0, "hosts" 1, a host 2, its "checks" 3, one ch
 _LINE_JSON = _encoder(True, False, (", ", ": "))
 
 
-def _line(value):
-    """A value at :data:`COMPACT_DEPTH`: its compact text."""
-    return encode_basestring(value) if type(value) is str else _LINE_JSON(value)  # pylint: disable=unidiomatic-typecheck
-
-
 def _write_lines(value, out, indent):
     """A dict or a list one level above :data:`COMPACT_DEPTH`: each of its values on one compact line."""
     inner = indent + "  "
@@ -87,10 +82,10 @@ def _write_lines(value, out, indent):
         keys = sorted(value)
         if not all(isinstance(key, str) for key in keys):
             raise _Unusual()
-        out.append("{" + ",".join(inner + encode_basestring(key) + ": " + _line(value[key]) for key in keys)
+        out.append("{" + ",".join(inner + encode_basestring(key) + ": " + _LINE_JSON(value[key]) for key in keys)
                    + indent + "}")
     else:
-        out.append("[" + inner + ("," + inner).join(map(_line, value)) + indent + "]")
+        out.append("[" + inner + ("," + inner).join(map(_LINE_JSON, value)) + indent + "]")
 
 
 def _write_json(value, out, indent, depth):
@@ -299,7 +294,9 @@ def _cells(cell, row):
 
 # cell types whose equal values have the same text (the caches are typed: 1 and True are different keys)
 _CACHED_CELLS = {str, int, type(None), tuple}
-_md_cell_cached = functools.lru_cache(maxsize=1 << 16, typed=True)(_md_cell)
+# a few thousand cells: what repeats from host to host stays, the caches stay small (a cell can be kilobytes)
+TEXT_CACHE = 1 << 12
+_md_cell_cached = functools.lru_cache(maxsize=TEXT_CACHE, typed=True)(_md_cell)
 
 
 def _fence(text):
@@ -361,7 +358,7 @@ def _html_cell(value):
     return _html_text(_text(value))
 
 
-@functools.lru_cache(maxsize=1 << 16, typed=True)
+@functools.lru_cache(maxsize=TEXT_CACHE, typed=True)
 def _html_td(value):
     """A table cell of :func:`to_html` (see :func:`_cells`)."""
     return "<td>%s</td>" % _html_cell(value)
@@ -616,7 +613,7 @@ def _name_attr(check_id, subject):
     return _xml_attr(check_id + ("[%s]" % subject if subject else ""))
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=TEXT_CACHE)
 def _xml_text(text):
     """``text`` as XML character data (a failure's body: the same drift on many hosts has the same body)."""
     return escape(_xml_chars(text))
