@@ -18,7 +18,9 @@ description:
     index, the IPv4 address behind it, the netdev's operational state) and whether perftest is installed. Read-only.
     With O(pod_image) it also starts a container through the node's own CRI runtime with C(crictl) and reads the
     C(ulimit -l) a pod gets; without C(crictl) on the node that check is reported as skipped. No device is passed
-    to that container (a pod's RDMA devices come from the device plugin), so it says nothing about devices.
+    to that container (a pod's RDMA devices come from the device plugin), so it says nothing about devices. It is
+    also skipped where a kubelet runs, since the kubelet stops every CRI pod it did not create within seconds (its
+    housekeeping of orphaned pods) and the verdict would be a race.
   - V(server) starts one C(ib_write_bw) server per job, detached, each under C(timeout) so it ends by itself
     even if the play dies, and waits until each listens on its TCP port (or exits, or O(start_timeout) passes).
   - V(client) runs the jobs' clients one after another, each killed after O(timeout) seconds, and parses the
@@ -300,7 +302,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _perftest
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host, _perftest
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot, check_name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
@@ -587,15 +589,27 @@ def _last_line(text):
     return lines[-1] if lines else ""
 
 
-def probe_pod(module, params):
+#: the real kubelet (v1.35, pkg/kubelet/kubelet_pods.go HandlePodCleanups) stops every CRI pod it did not create
+#: ("Clean up containers for orphaned pod we had not seen before", 1 s grace) at its housekeeping, every 2 s: a
+#: crictl pod on such a node dies under the check (seen in molecule/node_vm at runp, create and start in turn)
+KUBELET_RUNS = ("a kubelet runs on this node (pid %d): it stops within seconds every CRI pod it did not create "
+                "(its housekeeping cleans up orphaned pods), so a pod started with crictl cannot be checked here; "
+                "run step 1 where no kubelet runs (a node before it joins, or with the kubelet stopped)")
+
+
+def probe_pod(module, params, host):
     """Step 1: the memlock limit (``ulimit -l``) of a container started through the node's CRI runtime.  No
     device is passed in: a pod gets its RDMA devices from the device plugin, which this check does not go
-    through, so the devices it lists (``devices_seen``) are informational, not a verdict."""
+    through, so the devices it lists (``devices_seen``) are informational, not a verdict.  Skipped where a kubelet
+    runs (:data:`KUBELET_RUNS`): a verdict that depends on a race with its housekeeping is no verdict."""
     if not params["pod_image"]:
         return {"status": "skipped", "reason": "no pod_image given"}
     crictl = params["crictl"] if os.path.isabs(params["crictl"]) else module.get_bin_path(params["crictl"])
     if not crictl or not os.access(crictl, os.X_OK):
         return {"status": "skipped", "reason": "no CRI client (%s is not on the node)" % params["crictl"]}
+    kubelet = _kubelet_host.find_pid(host)
+    if kubelet:
+        return {"status": "skipped", "reason": KUBELET_RUNS % kubelet}
     if module.check_mode:
         return {"status": "skipped", "reason": "check mode: no container started"}
     endpoint, limit = params["cri_endpoint"], max(params["timeout"], 10)
@@ -681,7 +695,7 @@ def do_probe(module, params, result):
     options = perftest_options(module, path) if path else _perftest.help_options("")
     result.extra["perftest"] = dict(options, binary=binary, path=path)
     result.extra["ports"] = [probe_port(host, d["device"], d["port"], d["gid_index"]) for d in params["devices"]]
-    result.extra["pod"] = probe_pod(module, params)
+    result.extra["pod"] = probe_pod(module, params, host)
 
 
 # -- server / client / stop --------------------------------------------------------------------------------------

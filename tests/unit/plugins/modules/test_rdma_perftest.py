@@ -261,6 +261,28 @@ def test_server_that_prints_its_banner_and_exits_is_not_listening(monkeypatch, t
     assert entry["status"] == "exited" and entry["rc"] == 1 and "Failed to bind" in entry["output"]
 
 
+def empty_root(tmp_path):
+    """A host root whose /proc runs no kubelet."""
+    (tmp_path / "root" / "proc" / "1").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "root" / "proc" / "1" / "comm").write_text("systemd\n")
+    return tmp_path / "root"
+
+
+def test_pod_check_is_skipped_where_a_kubelet_runs(monkeypatch, tmp_path):
+    """The real kubelet stops CRI pods it did not create at its housekeeping (molecule/node_vm showed the probe's
+    sandbox gone at runp, create or start, run by run): on such a node the check is skipped and crictl never runs."""
+    calls = tmp_path / "calls"
+    crictl = script(tmp_path, "crictl", 'echo "$*" >> %s; echo id1\n' % calls)
+    root = empty_root(tmp_path)
+    (root / "proc" / "4242").mkdir()
+    (root / "proc" / "4242" / "comm").write_text("kubelet\n")
+    pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/cri-test:1",
+              run_dir=str(tmp_path / "run"), host_root=str(root))["pod"]
+    assert pod["status"] == "skipped"
+    assert pod["reason"].startswith("a kubelet runs on this node (pid 4242): it stops within seconds every CRI pod")
+    assert not calls.exists()
+
+
 def test_pod_check_passes_no_device_and_judges_memlock(monkeypatch, tmp_path):
     """Through a stand-in crictl: the container config maps no host device (a pod gets its devices from the device
     plugin, not from this check) and the verdict is the memlock limit alone."""
@@ -281,7 +303,7 @@ esac
     for memlock, status in (("unlimited", "pass"), ("8192", "fail")):
         monkeypatch.setenv("MEMLOCK", memlock)
         pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/cri-test:1",
-                  run_dir=str(tmp_path / "run"))["pod"]
+                  run_dir=str(tmp_path / "run"), host_root=str(empty_root(tmp_path)))["pod"]
         assert pod["status"] == status and pod["memlock"] == memlock and pod["devices_seen"] == []
         assert "devices" not in saved.read_text()
     assert pod["reason"] == "ulimit -l in the container is 8192, not unlimited"
@@ -298,7 +320,7 @@ case "$1" in
 esac
 """ % calls)
     pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/none:1",
-              run_dir=str(tmp_path / "run"))["pod"]
+              run_dir=str(tmp_path / "run"), host_root=str(empty_root(tmp_path)))["pod"]
     assert pod["status"] == "fail"
     assert pod["reason"] == 'crictl create failed: level=fatal msg="pulling image: localhost/none:1 not found"'
     assert calls.read_text().splitlines()[-2:] == ["stopp pod1", "rmp -f pod1"]
@@ -314,7 +336,7 @@ def test_pod_check_that_cannot_start_its_container_shows_the_containers_log(monk
 esac
 """)
     pod = run(monkeypatch, action="probe", crictl=crictl, pod_image="localhost/no-sleep:1",
-              run_dir=str(tmp_path / "run"))["pod"]
+              run_dir=str(tmp_path / "run"), host_root=str(empty_root(tmp_path)))["pod"]
     assert pod["status"] == "fail"
     assert pod["reason"] == ('crictl start failed: level=fatal msg="OCI runtime start failed: cannot start a '
                              'container that has stopped"; the container\'s log: exec: "sleep": executable file '
