@@ -530,7 +530,7 @@ def main():
         facts["runtime"] = runtime_facts(host, commands)
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
-        # the sysctl room takes the sysctl.d files persisted_facts() read (its observer's reader): read once, returned once
+        # the sysctl room takes the sysctl.d files persisted_facts() read (its observer's reader): returned once
         facts["layers"] = layer_facts(host, facts["problems"], commands,
                                       {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc},
                                        "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")}})

@@ -610,7 +610,16 @@ def _xml_attr(text):
 @functools.lru_cache(maxsize=1 << 16)
 def _name_attr(check_id, subject):
     """A check's ``name`` attribute (:func:`check_name`), quoted: one per check of the catalogue and subject."""
-    return _xml_attr(check_id + ("[%s]" % subject if subject else ""))
+    return _xml_attr(check_name({"id": check_id, "subject": subject}))
+
+
+def _testcase_name(check):
+    """:func:`_name_attr` of a check; a subject that is no hashable value (a list or a mapping from an inventory
+    variable) is quoted without the cache."""
+    try:
+        return _name_attr(check["id"], check.get("subject"))
+    except TypeError:
+        return _xml_attr(check_name(check))
 
 
 @functools.lru_cache(maxsize=TEXT_CACHE)
@@ -667,13 +676,13 @@ def junit_lines(report, suite="rdma.k8s_node audit", shared=None):
                 start = starts[layer] = "    <testcase classname=%s name=" % _xml_attr("%s.%s" % (name, layer))
             status = check["status"]
             if status == "ok":  # nothing but the name: the body is written for failures and errors only
-                append(start + _name_attr(check["id"], check.get("subject")) + "/>")
+                append(start + _testcase_name(check) + "/>")
             elif status in _JUNIT_FAILURES:
-                append(start + _name_attr(check["id"], check.get("subject")) + ">")
+                append(start + _testcase_name(check) + ">")
                 append(_junit_failure(check, status, shared))
                 append("    </testcase>")
             else:
-                append(start + _name_attr(check["id"], check.get("subject")) + ">\n    </testcase>")
+                append(start + _testcase_name(check) + ">\n    </testcase>")
         append("  </testsuite>")
     append("</testsuites>")
     return lines

@@ -17,6 +17,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import par
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
 
 REMEDY = "run the irq_affinity role"
 
@@ -32,7 +33,7 @@ def desired_of(desired):
     except ValueError:
         cpus = None
     return {"cpus": cpus, "cpus_text": text, "on_disjoint": desired.get("irq_affinity_on_disjoint") or "fail",
-            "devices": None, "boot_unit": desired.get("irq_affinity_boot_unit", True) is not False,
+            "devices": None, "boot_unit": desired_bool(desired, "irq_affinity_boot_unit"),
             "irqbalance": desired.get("irq_affinity_irqbalance") or "policy",
             "wait": desired.get("irq_affinity_boot_wait") or _plan.UNIT_WAIT,
             "unit": _observe.UNIT, "script": _observe.SCRIPT, "policy": _observe.POLICY}

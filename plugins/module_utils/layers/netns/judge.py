@@ -24,6 +24,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns.observe import CONF_FILE, SHARED_DEVICE_PLUGIN
@@ -79,7 +80,7 @@ def plan_of(section, desired):
     conf = desired.get("rdma_netns_conf_file") or CONF_FILE
     try:
         return _plan.plan(want, observed_of(section, conf, want), conf,
-                          live=desired.get("rdma_netns_live", True) is not False), None
+                          live=desired_bool(desired, "rdma_netns_live")), None
     except ValueError as exc:
         return None, str(exc)
     except RdmaNodeError as exc:

@@ -13,6 +13,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import plan as _plan
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
 
 REMEDY = "run the pcie_tuning role"
 
@@ -21,7 +22,7 @@ def desired_of(desired):
     """``(size, devices or None, boot_unit)`` from the role's variables; size None = not managed."""
     desired = desired or {}
     devices = desired.get("pcie_tuning_devices") or None
-    return desired.get("pcie_tuning_max_read_request"), devices, desired.get("pcie_tuning_boot_unit", True) is not False
+    return desired.get("pcie_tuning_max_read_request"), devices, desired_bool(desired, "pcie_tuning_boot_unit")
 
 
 def judge(section, desired):

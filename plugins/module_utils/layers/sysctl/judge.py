@@ -25,6 +25,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from functools import lru_cache
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules
@@ -181,7 +182,7 @@ def _plan_checks(section, desired, netdevs):
         settings, content = settings_of(desired, netdevs)
         observed = observed_of(section, path, settings) if room else None
         if observed is not None:
-            planned = _plan.plan(settings, observed, path, live=desired.get("rdma_sysctl_live", True) is not False)
+            planned = _plan.plan(settings, observed, path, live=desired_bool(desired, "rdma_sysctl_live"))
             work, found = planned["actions"], planned["overrides"]
             checks.append({"id": "sysctl.dropin", "status": "drift" if work else "ok", "subject": path,
                            "desired": "%d settings" % len(settings), "remedy": REMEDY if work else None,

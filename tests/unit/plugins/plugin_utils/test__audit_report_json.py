@@ -7,6 +7,7 @@ other value types) to the json module, errors included.  The Markdown and JUnit 
 import gc
 import json
 import math
+from xml.sax.saxutils import quoteattr
 
 import pytest
 
@@ -189,3 +190,24 @@ def test_the_parts_are_the_text(report):
         assert len(lines) > 50 and _audit_report.text_of(lines) == text
         assert "".join(_audit_report.text_parts(lines, size=7)) == text
     assert list(_audit_report.text_parts([])) == []
+
+
+def test_every_writer_takes_a_subject_that_is_no_hashable_value(report):
+    """A check's subject can come from an inventory variable (drivers.doca_version's is the DOCA profile as given),
+    so a list or a mapping must reach every file as text, through the writers' caches or around them."""
+    report = json.loads(json.dumps(report))
+    checks = next(iter(report["hosts"].values()))["checks"]
+    subjects = {"drift": ["host", "kernel"], "ok": {"profile": "host"}, "fail": [1], "unknown": [2]}
+    changed = []
+    for check in checks:
+        if check["status"] in subjects:
+            check["subject"] = subjects.pop(check["status"])
+            changed.append(check)
+    assert len(changed) >= 2
+    junit = _audit_report.junit(report)
+    for check in changed:
+        assert "name=%s" % quoteattr(_audit_report.check_name(check)) in junit
+    markdown = _audit_report.markdown(report)
+    assert all(_audit_report.check_name(c).replace("[", "\\[").replace("]", "\\]") in markdown
+               for c in changed if c["status"] != "ok")
+    assert json.loads(_audit_report.json_document(report)) == report

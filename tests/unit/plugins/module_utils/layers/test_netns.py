@@ -123,9 +123,12 @@ def test_judge_plans_as_the_role_calls_the_module_with_rdma_netns_live():
     sect = section("shared", mode.render_conf("exclusive"), "exclusive")
     switch = [{"action": "run", "target": "rdma system set netns exclusive"}]
     assert by_id(judge.judge(sect, desired(rdma_netns_live=True)))["netns.mode"]["detail"] == "planned: %s" % switch
-    check = by_id(judge.judge(sect, desired(rdma_netns_live=False)))["netns.mode"]
-    # the module would change nothing and say reboot_required: only a reboot fixes it
-    assert (check["status"], check["detail"]) == ("drift", "planned: []") and "reboot" in check["remedy"]
+    # the module would change nothing and say reboot_required: only a reboot fixes it (also with the string an
+    # `-e rdma_netns_live=false` gives, which the module's argument spec converts)
+    for off in (False, "false", "no"):
+        check = by_id(judge.judge(sect, desired(rdma_netns_live=off)))["netns.mode"]
+        assert (check["status"], check["detail"]) == ("drift", "planned: []") and "reboot" in check["remedy"], off
+    assert by_id(judge.judge(sect, desired(rdma_netns_live="true")))["netns.mode"]["detail"] == "planned: %s" % switch
 
 
 def test_judge_pinning_the_default_is_not_drift():

@@ -131,8 +131,11 @@ def test_judge_drift_evidence_is_the_plan():
                                    "after": "2"}]
     assert checks[("sysctl.dropin", CONF)]["detail"] == "planned: %s" % planned["actions"]
     assert checks[("sysctl.arp", "all")]["status"] == "drift" and checks[("sysctl.arp", "ib0")]["status"] == "ok"
-    # with rdma_sysctl_live false the role writes no live value: the file is right, the plan is empty
-    assert by_id(judge.judge(sect, desired(rdma_sysctl_live=False)))[("sysctl.dropin", CONF)]["status"] == "ok"
+    # with rdma_sysctl_live false the role writes no live value: the file is right, the plan is empty; given as
+    # `-e rdma_sysctl_live=false` it is a string, which the module's argument spec takes as False too
+    for off in (False, "false", "no", "0"):
+        assert by_id(judge.judge(sect, desired(rdma_sysctl_live=off)))[("sysctl.dropin", CONF)]["status"] == "ok", off
+    assert by_id(judge.judge(sect, desired(rdma_sysctl_live="yes")))[("sysctl.dropin", CONF)]["status"] == "drift"
 
 
 def test_judge_a_file_the_module_did_not_write_is_rewritten():
