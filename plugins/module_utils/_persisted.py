@@ -34,7 +34,6 @@ MODULES_LOAD_DIRS = ("/etc/modules-load.d", "/run/modules-load.d", "/usr/local/l
                      "/usr/lib/modules-load.d", "/lib/modules-load.d")
 MODULES_FILE = "/etc/modules"
 SRIOV_STATE = "/etc/rdma-k8s-node/sriov.json"
-SYSCTL_PARAMS = _sysctl.MAX_RULE
 
 # the value is right-stripped in code: "(.*?)\s*$" backtracked quadratically on a long run of blanks inside a line
 _BLS_KEY_RE = re.compile(r"^\s*(\w+)\s+(.*)$")
@@ -106,13 +105,7 @@ def persisted_sysctl(files, interfaces):
     from ``files`` = ``[(path, text)]`` in systemd-sysctl's order, as systemd-sysctl applies them at boot: the last
     assignment of a key wins, an explicit key is never touched by a glob (``net.ipv4.conf.*.rp_filter``) whatever the
     order, a glob sets every other matching interface, and a ``-key`` line keeps globs (and so this report) off it."""
-    return sysctl_table([(path, _sysctl.parse_file(text)) for path, text in files], interfaces)
-
-
-def sysctl_table(layers, interfaces):
-    """:func:`persisted_sysctl` of parsed layers (``[(path, entries)]``): the sysctl room's
-    :func:`~layers.sysctl.rules.boot_table`."""
-    return _sysctl.boot_table(layers, interfaces)
+    return _sysctl.boot_table([(path, _sysctl.parse_file(text)) for path, text in files], interfaces)
 
 
 def modules_load_names(text):
@@ -179,17 +172,6 @@ class _Reader(object):
 
 #: the reader the modules use: read errors collected in ``problems`` (``[{path, error}]``)
 Reader = _Reader
-
-
-def sysctl_files(reader):
-    """What systemd-sysctl reads at boot and ``sysctl --system`` reads after it (the sysctl room's observer,
-    :func:`~layers.sysctl.observe.read_files`), read errors in the reader's ``problems``."""
-    return _sysctl_observe.read_files(reader.host, reader.problems)
-
-
-def sysctl_layers(files):
-    """``(layers, conf)`` for the override planner from a :func:`sysctl_files` result (or rdma_facts' copy)."""
-    return _sysctl.layers_of(files)
 
 
 def boot_cmdline(reader, release):
@@ -282,7 +264,8 @@ def persisted_facts(host, interfaces):
     release = host.try_attr("/proc/sys/kernel/osrelease")
     boot = boot_cmdline(reader, release)
     modprobe = modprobe_layers(reader)
-    sysctl = sysctl_files(reader)
+    # what systemd-sysctl reads at boot and `sysctl --system` after it (the sysctl room's observer)
+    sysctl = _sysctl_observe.read_files(reader.host, reader.problems)
     modules = []
     for path in ordered_files(reader.listing(MODULES_LOAD_DIRS), MODULES_LOAD_DIRS) + [MODULES_FILE]:
         for name in modules_load_names(reader.text(path) or ""):
@@ -299,7 +282,7 @@ def persisted_facts(host, interfaces):
         "kernel_cmdline": boot,
         "netns_mode": netns_persisted(reader, boot, modprobe),
         "modprobe": modprobe_facts(modprobe),
-        "sysctl": sysctl_table(sysctl_layers(sysctl)[0], interfaces),
+        "sysctl": _sysctl.boot_table(_sysctl.layers_of(sysctl)[0], interfaces),
         "sysctl_files": sysctl,
         "modules_load": sorted(modules),
         "sriov": sriov,
