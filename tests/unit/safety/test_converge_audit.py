@@ -18,6 +18,7 @@ The kernel boot arguments (GRUB tooling), drivers, containerd and the kubelet ar
 scenarios (real containerd, the VM's real kernel and real kubelet): they do not run in-process here.
 """
 
+import contextlib
 import json
 import pathlib
 import tempfile
@@ -237,38 +238,48 @@ def record_sysctl(mp, tmp):
     mp.setenv("HWSIM_REAL_SYSCTL", str(recorder))
 
 
+@contextlib.contextmanager
+def converged_node(archetype, data, skip_if=None):
+    """A simulated node of ``archetype`` converged to a drawn desired state: ``(mp, node, facts, desired, made)``.
+    ``skip_if(facts)`` gives a reason to skip the test before anything is drawn."""
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+        record_sysctl(mp, tmp)
+        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
+            facts = facts_of(mp, node)
+            reason = skip_if(facts) if skip_if else None
+            if reason:
+                pytest.skip(reason)
+            desired = data.draw(desired_states(facts), label="desired")
+            yield mp, node, facts, desired, converge(mp, node, desired)
+
+
 @pytest.mark.parametrize("archetype", ARCHETYPES)
 @settings(max_examples=4, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, data, monkeypatch):  # pylint: disable=unused-argument
-    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
-        record_sysctl(mp, tmp)
-        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
-            facts = facts_of(mp, node)
-            desired = data.draw(desired_states(facts), label="desired")
-            made = converge(mp, node, desired)
-            # converged: nothing left to do, and the audit agrees
-            assert planned_work(mp, made) == dict((layer, False) for layer in LAYERS)
-            found = audit(mp, node, desired)
-            assert found == dict((layer, []) for layer in LAYERS + ("facts",)), json.dumps(found, indent=1)
+    with converged_node(archetype, data) as (mp, node, facts, desired, made):
+        # converged: nothing left to do, and the audit agrees
+        assert planned_work(mp, made) == dict((layer, False) for layer in LAYERS)
+        found = audit(mp, node, desired)
+        assert found == dict((layer, []) for layer in LAYERS + ("facts",)), json.dumps(found, indent=1)
 
-            layers = [layer for layer in LAYERS if layer != "sriov" or desired["sriov_pfs"]]
-            layer = data.draw(st.sampled_from(layers), label="perturbed layer")
-            what = PERTURB[layer](node, desired, facts, data.draw(st.integers(0, 7), label="choice"))
-            found = audit(mp, node, desired)
-            drifted = sorted(name for name, checks in found.items() if checks)
-            assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
-            work = planned_work(mp, made)
-            assert work == dict((name, name == layer) for name in LAYERS), what
-            if layer == "netns":  # a room: the audit's evidence is the module's check-mode plan
-                [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
-                actions = planned_actions(mp, made, "netns")
-                assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
-            if layer == "sysctl":
-                [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
-                actions = planned_actions(mp, made, "sysctl")
-                assert actions and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
+        layers = [layer for layer in LAYERS if layer != "sriov" or desired["sriov_pfs"]]
+        layer = data.draw(st.sampled_from(layers), label="perturbed layer")
+        what = PERTURB[layer](node, desired, facts, data.draw(st.integers(0, 7), label="choice"))
+        found = audit(mp, node, desired)
+        drifted = sorted(name for name, checks in found.items() if checks)
+        assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
+        work = planned_work(mp, made)
+        assert work == dict((name, name == layer) for name in LAYERS), what
+        if layer == "netns":  # a room: the audit's evidence is the module's check-mode plan
+            [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
+            actions = planned_actions(mp, made, "netns")
+            assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
+        if layer == "sysctl":
+            [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
+            actions = planned_actions(mp, made, "sysctl")
+            assert actions and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES)
@@ -279,26 +290,24 @@ def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, dat
 def test_netns_drift_evidence_is_the_modules_check_mode_plan(archetype, how, data, monkeypatch):  # pylint: disable=unused-argument
     """The netns room on every archetype: converged, the live mode or our modprobe.d file changed behind the module's
     back; only netns drifts, and the audit's evidence is exactly the module's check-mode plan for it."""
-    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
-        record_sysctl(mp, tmp)
-        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
-            facts = facts_of(mp, node)
-            if how == "live" and not facts["devices"]:
-                pytest.skip("no RDMA device: ib_core is not loaded, there is no live mode to change")
-            desired = data.draw(desired_states(facts), label="desired")
-            made = converge(mp, node, desired)
-            assert audit(mp, node, desired) == dict((layer, []) for layer in LAYERS + ("facts",))
-            what = perturb_netns(node, desired, facts, 0 if how == "live" else 1)
-            found = audit(mp, node, desired)
-            assert sorted(name for name, checks in found.items() if checks) == ["netns"], what
-            [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
-            actions = planned_actions(mp, made, "netns")
-            assert mode["status"] == "drift" and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
-            conf = DEFAULTS["rdma_netns_conf_file"]
-            want = desired["rdma_netns_mode"]
-            expected = ([{"action": "run", "target": "rdma system set netns %s" % want}] if how == "live"
-                        else [{"action": "update_file", "target": conf, "mode": "0644"}])
-            assert actions == expected, what
+    def skip_if(facts):
+        if how == "live" and not facts["devices"]:
+            return "no RDMA device: ib_core is not loaded, there is no live mode to change"
+        return None
+
+    with converged_node(archetype, data, skip_if) as (mp, node, facts, desired, made):
+        assert audit(mp, node, desired) == dict((layer, []) for layer in LAYERS + ("facts",))
+        what = perturb_netns(node, desired, facts, 0 if how == "live" else 1)
+        found = audit(mp, node, desired)
+        assert sorted(name for name, checks in found.items() if checks) == ["netns"], what
+        [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
+        actions = planned_actions(mp, made, "netns")
+        assert mode["status"] == "drift" and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
+        conf = DEFAULTS["rdma_netns_conf_file"]
+        want = desired["rdma_netns_mode"]
+        expected = ([{"action": "run", "target": "rdma system set netns %s" % want}] if how == "live"
+                    else [{"action": "update_file", "target": conf, "mode": "0644"}])
+        assert actions == expected, what
 
 
 def perturb_sysctl_file(node, desired, how):
@@ -326,27 +335,22 @@ def perturb_sysctl_file(node, desired, how):
 def test_sysctl_drift_evidence_is_the_modules_check_mode_plan(archetype, how, data, monkeypatch):  # pylint: disable=unused-argument
     """The sysctl room on every archetype: converged, a live value or our sysctl.d file changed behind the module's
     back; only sysctl drifts, and the audit's evidence (``sysctl.dropin``) is exactly sysctl_dropin's check-mode plan."""
-    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
-        record_sysctl(mp, tmp)
-        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
-            facts = facts_of(mp, node)
-            desired = data.draw(desired_states(facts), label="desired")
-            made = converge(mp, node, desired)
-            found = audit(mp, node, desired)
-            assert found == dict((layer, []) for layer in LAYERS + ("facts",)), json.dumps(found, indent=1)
-            if how == "live":
-                what = perturb_sysctl(node, desired, facts, data.draw(st.integers(0, 7), label="choice"))
-            else:
-                what = perturb_sysctl_file(node, desired, how)
-            found = audit(mp, node, desired)
-            assert sorted(name for name, checks in found.items() if checks) == ["sysctl"], what
-            [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
-            actions = planned_actions(mp, made, "sysctl")
-            assert dropin["status"] == "drift" and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
-            if how == "live":
-                assert [a["action"] for a in actions] == ["set_live"], what
-            else:
-                assert actions == [{"action": "update_file", "target": DEFAULTS["rdma_sysctl_file"], "mode": "0644"}], what
-                # the interface view agrees: all's value at boot is not the desired one any more
-                arp = dict((c["subject"], c) for c in found["sysctl"] if c["id"] == "sysctl.arp")
-                assert arp["all"]["status"] == "drift", what
+    with converged_node(archetype, data) as (mp, node, facts, desired, made):
+        found = audit(mp, node, desired)
+        assert found == dict((layer, []) for layer in LAYERS + ("facts",)), json.dumps(found, indent=1)
+        if how == "live":
+            what = perturb_sysctl(node, desired, facts, data.draw(st.integers(0, 7), label="choice"))
+        else:
+            what = perturb_sysctl_file(node, desired, how)
+        found = audit(mp, node, desired)
+        assert sorted(name for name, checks in found.items() if checks) == ["sysctl"], what
+        [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
+        actions = planned_actions(mp, made, "sysctl")
+        assert dropin["status"] == "drift" and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
+        if how == "live":
+            assert [a["action"] for a in actions] == ["set_live"], what
+        else:
+            assert actions == [{"action": "update_file", "target": DEFAULTS["rdma_sysctl_file"], "mode": "0644"}], what
+            # the interface view agrees: all's value at boot is not the desired one any more
+            arp = dict((c["subject"], c) for c in found["sysctl"] if c["id"] == "sysctl.arp")
+            assert arp["all"]["status"] == "drift", what
