@@ -117,8 +117,12 @@ diff:
   type: list
   elements: dict
 backup_files:
-  description: Backup copies kept, by edited path (with O(backup=true)); only the boot unit is a file.
-  returned: when a backup was made
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)); the only file this module edits is the boot unit
+      (O(unit)), and its copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, only registers changed, or a new
+      unit).
+  returned: always
   type: dict
   sample: {"/etc/systemd/system/rdma-k8s-node-pcie.service": "/etc/systemd/system/rdma-k8s-node-pcie.service.12345.2026-01-01@10:00:00~"}
 """
@@ -148,6 +152,7 @@ def run_module(module):
     planned = _plan.plan(params["max_read_request"], devices, observed, boot_unit=params["boot_unit"])
     result = Result()
     result.observed = dict(observed, unit=dict((k, v) for k, v in observed["unit"].items() if k != "text"))
+    result.extra["backup_files"] = {}
     if planned["problems"]:
         raise HostReadError("nothing was changed: %s" % "; ".join(planned["problems"]),
                             {"problems": planned["problems"]}, dict(result.as_dict(with_diff=False), changed=False))
@@ -166,9 +171,7 @@ def run_module(module):
         module.warn("no RDMA NIC on this node: nothing to set")
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
-    backups = _apply.apply(host, planned, backup=params["backup"])
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = _apply.apply(host, planned, backup=params["backup"])
     return result.as_dict(with_diff=module._diff)
 
 

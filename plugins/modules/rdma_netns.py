@@ -146,8 +146,11 @@ diff:
   returned: when diff mode is on and the file changes
   type: dict
 backup_files:
-  description: Backup copies kept, by edited path (with O(backup=true)).
-  returned: when a backup was made
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)); the only file this module edits is O(conf_file), and
+      its copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change of the file, or a new file).
+  returned: always
   type: dict
   sample: {"/etc/modprobe.d/rdma-k8s-node-ib_core.conf": "/etc/modprobe.d/rdma-k8s-node-ib_core.conf.12345.2026-01-01@10:00:00~"}
 """
@@ -181,6 +184,7 @@ def run_module(module):
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
     result = Result()
+    result.extra["backup_files"] = {}
 
     observed = _observe.observe(host, conf)
     planned = _plan.plan(mode, observed, conf, live=params["live"])
@@ -209,8 +213,7 @@ def run_module(module):
         return result.as_dict(with_diff=module._diff)
 
     outcome = _apply.apply(host, commands, planned, mode, backup=params["backup"])
-    if outcome["backup_files"]:
-        result.extra["backup_files"] = outcome["backup_files"]
+    result.extra["backup_files"] = outcome["backup_files"]
     for warning in outcome["warnings"]:
         module.warn(warning)
     result.extra["live_switch"] = outcome["live_switch"]

@@ -79,18 +79,24 @@ def test_live_false_only_reports(monkeypatch, dgx):
 
 def test_backup_files_map_the_edited_file_to_its_copy(monkeypatch, dgx):
     """backup_files is ``{edited path: backup path}``, as every module of the collection returns it (RETURN)."""
-    run(monkeypatch, dgx, mode="shared", initramfs="never")
-    assert "backup_files" not in run(monkeypatch, dgx, mode="exclusive", initramfs="never")
+    created = run(monkeypatch, dgx, mode="shared", initramfs="never", backup=True)
+    assert created["changed"] is True and created["backup_files"] == {}, "a new file has nothing to back up"
+    assert run(monkeypatch, dgx, mode="exclusive", initramfs="never")["backup_files"] == {}  # backup=false
+    check = run(monkeypatch, dgx, check=True, mode="shared", initramfs="never", backup=True)
+    assert check["changed"] is True and check["backup_files"] == {}
     result = run(monkeypatch, dgx, mode="shared", initramfs="never", backup=True)
     [(edited, copy)] = result["backup_files"].items()
     assert edited == "/etc/" + CONF and copy.startswith(str(dgx.root) + edited + ".")
     assert pathlib.Path(copy).read_text().endswith("options ib_core netns_mode=0\n")
+    again = run(monkeypatch, dgx, mode="shared", initramfs="never", backup=True)
+    assert again["changed"] is False and again["backup_files"] == {}
 
 
 def test_later_file_overriding_is_a_conflict(monkeypatch, dgx):
     (dgx.etc / "modprobe.d/sriov_network_operator_modules_config.conf").write_text("options ib_core netns_mode=1\n")
     failure = run(monkeypatch, dgx, mode="exclusive", expect=ModuleFail)
     assert "sriov_network_operator_modules_config.conf" in failure["msg"]
+    assert failure["changed"] is False and failure["backup_files"] == {}
     assert not (dgx.etc / CONF).exists()
 
 

@@ -206,11 +206,18 @@ def test_check_then_apply_then_idempotent(monkeypatch, tmp_path):
 def test_backup_files_map_the_unit_to_its_copy(monkeypatch, tmp_path):
     """backup_files is ``{edited path: backup path}``, as every module of the collection returns it (RETURN)."""
     root = make_node(tmp_path)
-    assert "backup_files" not in run(monkeypatch, root, max_read_request=512, backup=True)  # a new unit: no copy
+    created = run(monkeypatch, root, max_read_request=512, backup=True)
+    assert created["changed"] is True and created["backup_files"] == {}, "a new unit has nothing to back up"
+    check = run(monkeypatch, root, check=True, backup=True)
+    assert check["changed"] is True and check["backup_files"] == {}
     result = run(monkeypatch, root, backup=True)
     unit = "/etc/systemd/system/rdma-k8s-node-pcie.service"
     assert list(result["backup_files"]) == [unit] and result["backup_files"][unit].startswith(str(root) + unit + ".")
     assert "CAP_EXP+8.w=2000:7000" in pathlib.Path(result["backup_files"][unit]).read_text()
+    again = run(monkeypatch, root, backup=True)
+    assert again["changed"] is False and again["backup_files"] == {}
+    registers = run(monkeypatch, root, max_read_request=1024, boot_unit=False, backup=True)
+    assert registers["changed"] is True and registers["backup_files"] == {}, "only registers changed: no file edited"
 
 
 def test_devices_by_name_and_bad_names(monkeypatch, tmp_path):
@@ -229,6 +236,7 @@ def test_no_setpci_refuses_before_any_write(monkeypatch, tmp_path):
     root = make_node(tmp_path, setpci=False)
     failed = run(monkeypatch, root, expect=ModuleFail)
     assert "setpci (pciutils)" in failed["msg"] and "nothing was changed" in failed["msg"]
+    assert failed["changed"] is False and failed["backup_files"] == {}
     assert devctl(root, "0000:18:00.0") == 0x2937
     assert run(monkeypatch, root, boot_unit=False)["changed"] is True
 
