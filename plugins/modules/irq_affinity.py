@@ -160,8 +160,12 @@ diff:
   type: list
   elements: dict
 backup_files:
-  description: Backup copies kept, by edited path (with O(backup=true)).
-  returned: when a backup was made
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)), of the files replaced (the boot unit, its script, the
+      irqbalance policy script, the irqbalance environment file); each copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, only affinities changed, or only new
+      files were written).
+  returned: always
   type: dict
   sample: {"/etc/default/irqbalance": "/etc/default/irqbalance.12345.2026-01-01@10:00:00~"}
 """
@@ -211,7 +215,7 @@ def run_module(module):
     planned = _plan.plan(desired, observed)
     result = Result()
     result.observed = _strip_texts(observed)
-    result.extra.update(targets=planned["targets"], managed=planned["managed"], refused=[])
+    result.extra.update(targets=planned["targets"], managed=planned["managed"], refused=[], backup_files={})
     if planned["problems"]:
         raise HostReadError("nothing was changed: %s" % "; ".join(planned["problems"]),
                             {"problems": planned["problems"]}, dict(result.as_dict(with_diff=False), changed=False))
@@ -240,8 +244,7 @@ def run_module(module):
         module.warn("IRQ %s (%s) of %s: the kernel refused a new affinity (%s: kernel-managed); left alone" % (
             step["target"], step.get("name"), step["device"], step["errno"]))
     result.extra["refused"] = refused
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = backups
     return result.as_dict(with_diff=module._diff)
 
 

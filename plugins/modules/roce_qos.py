@@ -165,9 +165,14 @@ diff:
   type: list
   elements: dict
 backup_files:
-  description: Backup copies kept, by edited path (with O(backup=true)).
-  returned: when a backup was made
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)), of the boot files replaced (O(unit), O(script)); each
+      copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, only live settings changed, or only
+      new files were written).
+  returned: always
   type: dict
+  sample: {"/etc/systemd/system/rdma-k8s-node-roce-qos.service": "/etc/systemd/system/rdma-k8s-node-roce-qos.service.12345.2026-01-01@10:00:00~"}
 """
 
 import json
@@ -223,7 +228,7 @@ def run_module(module):
     result = Result()
     result.observed = dict((k, v) for k, v in observed.items() if k not in ("unit", "script"))
     result.extra.update(tool=planned["tool"], tos=_plan.tos_of(params["dscp"]), notes=planned["notes"],
-                        skipped_reason=planned["skip"], unit_changed=False)
+                        skipped_reason=planned["skip"], unit_changed=False, backup_files={})
     unknown = [p for p in planned["problems"] if p.startswith("interfaces: ")]
     if unknown:
         raise InputError("; ".join(unknown), {"problems": unknown})
@@ -238,9 +243,7 @@ def run_module(module):
         module.warn(note)
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
-    backups = _apply.apply(host, commands, planned, backup=params["backup"])
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = _apply.apply(host, commands, planned, backup=params["backup"])
     return result.as_dict(with_diff=module._diff)
 
 

@@ -295,6 +295,31 @@ def test_driver_reload_and_one_perturbed_vector_audit_evidence(monkeypatch, tmp_
         assert set(affinities(root).values()) != {"16-17"}
 
 
+def test_backup_files_always_returned_and_map_the_unit_to_its_old_copy(monkeypatch, tmp_path):
+    """backup_files is ``{edited path: backup path}`` on a run that replaces a file with backup=true, ``{}`` otherwise:
+    check mode, new files, a no-op run, vectors only, a refused plan (RETURN)."""
+    with _sim("numa-split", tmp_path, monkeypatch) as node:
+        root = node.root
+        (root / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
+        check = run(monkeypatch, root, check=True, backup=True)
+        assert check["changed"] is True and check["backup_files"] == {}
+        created = run(monkeypatch, root, backup=True)
+        assert created["changed"] is True and created["backup_files"] == {}, "new files have nothing to back up"
+        again = run(monkeypatch, root, backup=True)
+        assert again["changed"] is False and again["backup_files"] == {}
+        (root / "proc/irq" / str(sorted(affinities(root))[5]) / "smp_affinity_list").write_text("40\n")
+        vector = run(monkeypatch, root, backup=True)
+        assert [a["action"] for a in vector["actions"]] == ["set_affinity"] and vector["backup_files"] == {}
+        refused = run(monkeypatch, root, cpus="0-1,200", backup=True, expect=ModuleFail)
+        assert "are not online" in refused["msg"] and refused["changed"] is False and refused["backup_files"] == {}
+        changed = run(monkeypatch, root, boot_wait=60, backup=True)
+        assert [a["action"] for a in changed["actions"]] == ["write_unit"]
+        [(edited, copy)] = changed["backup_files"].items()
+        assert edited == observe.UNIT and copy.startswith(str(root) + edited + ".")
+        assert " 120 0000:b1:00.0 16-17\n" in pathlib.Path(copy).read_text()
+        assert " 60 0000:b1:00.0 16-17\n" in (root / observe.UNIT.lstrip("/")).read_text()
+
+
 def test_simulated_kernel_refusals(monkeypatch, tmp_path):
     with _sim("numa-split", tmp_path, monkeypatch) as node:
         path = root_path = node.root / "proc/irq" / str(min(affinities(node.root))) / "smp_affinity_list"

@@ -260,6 +260,29 @@ def test_inbox_connectx6dx_with_dcb(monkeypatch, tmp_path):
         assert run(monkeypatch, node.root, priority=4, dscp=34, check=True)["changed"] is False
 
 
+def test_backup_files_always_returned_and_map_the_boot_files_to_their_old_copies(monkeypatch, tmp_path):
+    """backup_files is ``{edited path: backup path}`` on a run that replaces the boot files with backup=true, ``{}``
+    otherwise: check mode, new files, a no-op run, live settings only (RETURN)."""
+    with _sim("roce-cx6dx", tmp_path, monkeypatch) as node:
+        check = run(monkeypatch, node.root, check=True, backup=True)
+        assert check["changed"] is True and check["backup_files"] == {}
+        created = run(monkeypatch, node.root, backup=True)
+        assert created["changed"] is True and created["backup_files"] == {}, "new files have nothing to back up"
+        again = run(monkeypatch, node.root, backup=True)
+        assert again["changed"] is False and again["backup_files"] == {}
+        node.reboot()  # the live settings are gone, the boot files stay
+        live = run(monkeypatch, node.root, backup=True)
+        assert live["changed"] is True and live["unit_changed"] is False and live["backup_files"] == {}
+        old_script = _files(node.root)[1].read_text()
+        changed = run(monkeypatch, node.root, priority=4, dscp=34, backup=True)
+        assert changed["unit_changed"] is True and observe.SCRIPT in changed["backup_files"]
+        assert set(changed["backup_files"]) <= {observe.SCRIPT, observe.UNIT}
+        for edited, saved in changed["backup_files"].items():
+            assert saved.startswith(str(node.root) + edited + ".")
+        assert pathlib.Path(changed["backup_files"][observe.SCRIPT]).read_text() == old_script
+        assert _files(node.root)[1].read_text() != old_script
+
+
 def test_infiniband_only_node_is_a_clean_skip(monkeypatch, tmp_path):
     with _sim("numa-split", tmp_path, monkeypatch) as node:
         result = run(monkeypatch, node.root)
