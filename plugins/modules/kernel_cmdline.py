@@ -171,9 +171,14 @@ diff:
   returned: when diff mode is on and something changes
   type: raw
 backup_files:
-  description: Backup copies kept, by edited path (with O(backup=true)).
-  returned: when a backup was made
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)), of the files replaced (O(dropin), C(/etc/default/grub),
+      C(/etc/kernel/cmdline)); each copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, only boot entries changed through
+      C(grubby), or only new files were written).
+  returned: always
   type: dict
+  sample: {"/etc/default/grub.d/99-rdma-k8s-node.cfg": "/etc/default/grub.d/99-rdma-k8s-node.cfg.12345.2026-01-01@10:00:00~"}
 """
 
 import os
@@ -353,9 +358,7 @@ def run_grub(module, host, commands, mode, present, absent, result):
         result.add(action("run", " ".join(update_argv)))
     if module.check_mode or not result.changed:
         return
-    backups = FileTransaction(host, backup=module.params["backup"]).apply_all(plans)
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = FileTransaction(host, backup=module.params["backup"]).apply_all(plans)
     if update:
         rc, out, err = commands.run(update_argv)
         if rc != 0:
@@ -418,9 +421,7 @@ def run_grubby(module, host, commands, present, absent, result):
         result.add(plan.action(), plan.diff() if module._diff else None)
     if module.check_mode or not result.changed:
         return
-    backups = FileTransaction(host, backup=module.params["backup"]).apply_all(plans)
-    if backups:
-        result.extra["backup_files"] = backups
+    result.extra["backup_files"] = FileTransaction(host, backup=module.params["backup"]).apply_all(plans)
     for argv in grubby_steps:
         rc, out, err = commands.run(argv)
         if rc != 0:
@@ -448,6 +449,7 @@ def run_module(module):
     mode = detect_bootloader(host, commands, params["bootloader"])
     result = Result()
     result.extra["bootloader"] = mode
+    result.extra["backup_files"] = {}
     result.observed["live"] = _cmdline.kernel_args(host.read_attr("/proc/cmdline", default=""))
     if mode == "grubby":
         run_grubby(module, host, commands, present, absent, result)

@@ -206,11 +206,25 @@ def test_later_file_overriding_ours_is_a_conflict(monkeypatch, node):
 
 
 def test_backup_keeps_previous_dropin(monkeypatch, node):
-    run(monkeypatch, node, present=["iommu=pt"])
+    """backup_files is ``{edited path: backup path}`` on a run that replaces the drop-in with backup=true, ``{}``
+    otherwise: a new file, check mode, a no-op run, backup=false, a regeneration only (RETURN)."""
+    created = run(monkeypatch, node, present=["iommu=pt"], backup=True)
+    assert created["changed"] is True and created["backup_files"] == {}, "a new file has nothing to back up"
+    check = run(monkeypatch, node, check=True, present=["iommu=pt", "pci=realloc"], backup=True)
+    assert check["changed"] is True and check["backup_files"] == {}
+    again = run(monkeypatch, node, present=["iommu=pt"], backup=True)
+    assert again["changed"] is False and again["backup_files"] == {}
     result = run(monkeypatch, node, present=["iommu=pt", "pci=realloc"], backup=True)
-    backup = result["backup_files"]["/etc/default/grub.d/99-rdma-k8s-node.cfg"]
+    [(edited, backup)] = result["backup_files"].items()
+    assert edited == "/etc/default/grub.d/99-rdma-k8s-node.cfg" and backup.startswith(str(node) + edited + ".")
+    assert "iommu=pt" in open(backup, encoding="utf-8").read()
     assert "pci=realloc" not in open(backup, encoding="utf-8").read()
     assert not backup.endswith(".cfg"), "a backup must not be sourced by GRUB"
+    plain = run(monkeypatch, node, present=["iommu=pt"])
+    assert plain["changed"] is True and plain["backup_files"] == {}
+    (node / "boot/grub/grub.cfg").write_text((node / "boot/grub/grub.cfg").read_text().replace(" iommu=pt", ""))
+    healed = run(monkeypatch, node, present=["iommu=pt"], backup=True)
+    assert [a["action"] for a in healed["actions"]] == ["run"] and healed["backup_files"] == {}
 
 
 def test_grub_default_mode_edits_the_line(monkeypatch, node):
@@ -257,7 +271,20 @@ def test_grubby_mode(monkeypatch, el_node):
         assert "options root=/dev/mapper/rl-root ro iommu=pt intel_iommu=on\n" in entry.read_text()
     assert 'GRUB_CMDLINE_LINUX="crashkernel=auto rhgb quiet iommu=pt intel_iommu=on"' in (el_node / "etc/default/grub").read_text()
     assert (el_node / "etc/kernel/cmdline").read_text() == "root=/dev/mapper/rl-root ro iommu=pt intel_iommu=on\n"
-    assert run(monkeypatch, el_node, present=["iommu=pt", "intel_iommu=on"])["changed"] is False
+    assert check["backup_files"] == {} and result["backup_files"] == {}  # backup=false
+    again = run(monkeypatch, el_node, present=["iommu=pt", "intel_iommu=on"], backup=True)
+    assert again["changed"] is False and again["backup_files"] == {}
+
+
+def test_grubby_mode_backs_up_the_grub_defaults_and_kernel_cmdline(monkeypatch, el_node):
+    result = run(monkeypatch, el_node, present=["iommu=pt"], backup=True)
+    assert sorted(result["backup_files"]) == ["/etc/default/grub", "/etc/kernel/cmdline"]
+    for edited, backup in result["backup_files"].items():
+        assert backup.startswith(str(el_node) + edited + ".")
+    assert open(result["backup_files"]["/etc/kernel/cmdline"], encoding="utf-8").read() == (
+        "root=/dev/mapper/rl-root ro iommu=off\n")
+    assert 'GRUB_CMDLINE_LINUX="crashkernel=auto rhgb quiet"' in open(result["backup_files"]["/etc/default/grub"],
+                                                                      encoding="utf-8").read()
 
 
 @pytest.mark.parametrize("args, message", [
