@@ -35,7 +35,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import re
 import stat
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd_host as ch
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ch
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError, RdmaNodeError

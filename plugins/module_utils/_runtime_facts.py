@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, rdma.k8s_node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""containerd and kubelet settings for rdma_facts and the audit: running vs persisted, read-only.
+"""containerd and kubelet settings for rdma_facts and the audit: running vs persisted, read-only (containerd's are the
+containerd room's observer, ``layers/containerd/observe.py``).
 
 ``runtime_facts(host, commands=None)`` never writes and never fails on a missing piece: what cannot be read is
 None, and ``problems`` lists why.  Without ``commands`` (a HostCommands), only files and /proc are read.
@@ -13,15 +14,14 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import json
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd_host as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_rancher as kr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
 
 
-def _pids_of(host, comms):
+def pids_of(host, comms):
     """``{comm: pid}`` of the first process of each name in ``comms``, in one pass over /proc."""
     found = {}
     for entry in host.listdir("/proc"):
@@ -34,63 +34,12 @@ def _pids_of(host, comms):
     return found
 
 
-def _limit(value):
-    return None if value is None else ctd.render_limit(value)
-
-
-def containerd_facts(host, commands=None, config=ctdh.DEFAULT_CONFIG, pids=None, service=None):
-    """containerd as :func:`_containerd_host.observe` (the module's own observer) sees it: the service that runs it
-    (``containerd``, else k3s's/rke2's when only theirs exists), its unit and LimitMEMLOCK, the config file it reads
-    with its imports and the file each key the collection owns comes from, version, runtimes' base specs with their
-    memlock and whose they are, CDI, and the running process's memlock (``pids``: a :func:`_pids_of` result already
-    made, else /proc is scanned)."""
-    problems = []
-    obs = ctdh.observe(host, commands, config, service, problems=problems)
-    generated = obs["generated_config"]
-    out = {"installed": obs["installed"], "version": None, "service": obs["service"], "unit": obs["unit"],
-           "unit_files": ctdh.unit_order(obs), "config_file": obs["config_path"], "config_path": obs["config_path"],
-           "config_from": obs["config_from"], "config_files": [p for p, dummy_s, dummy_d in obs["files"] or []],
-           "imports": obs["imports"], "generated_config": generated, "template": obs["template"],
-           "config_target": None, "config_version": obs["config_version"], "runtimes": {},
-           "enable_cdi": None, "cdi_spec_dirs": None, "key_sources": obs["key_sources"],
-           "derived_from": obs["derived_from"], "unit_memlock": _limit(obs["unit_memlock"]),
-           "unit_memlock_source": obs["unit_memlock_source"], "running": None, "problems": problems}
-    if obs["version"] is not None:
-        out["version"] = ".".join(str(p) for p in obs["version"])
-    if generated and generated.get("tool") in ("k3s", "rke2") and obs["files"] and (obs["version"] or (0,)) >= (2, 0):
-        directory = ctd.dropin_dir(obs["files"][0][2], obs["config_path"])
-        out["config_target"] = "%s/%s" % (directory, ctd.GENERATED_DROPIN) if directory else None
-    pid = (_pids_of(host, ("containerd",)) if pids is None else pids).get("containerd")
-    if pid:
-        try:
-            memlock = ctd.parse_proc_limits(host.try_attr("/proc/%d/limits" % pid, "", problems))
-        except RdmaNodeError as exc:
-            problems.append({"what": "/proc/%d/limits" % pid, "error": exc.msg})
-            memlock = None
-        out["running"] = {"pid": pid, "memlock": dict((k, _limit(v)) for k, v in memlock.items()) if memlock else None}
-    eff = obs["effective"]
-    if eff is not None:
-        out.update({"enable_cdi": eff["enable_cdi"], "cdi_spec_dirs": eff["cdi_spec_dirs"]})
-        for name, runtime in obs["runtimes"].items():
-            spec = runtime["base_runtime_spec"]
-            try:
-                memlock = ctd.spec_rlimit(host.read_text(spec) or "", "RLIMIT_MEMLOCK") if spec else None
-            except RdmaNodeError as exc:
-                problems.append({"what": spec, "error": exc.msg})
-                memlock = None
-            out["runtimes"][name] = {"runtime_type": runtime["runtime_type"], "base_runtime_spec": spec or None,
-                                     "base_spec_memlock": dict((k, _limit(v)) for k, v in memlock.items())
-                                     if memlock else None, "owner": runtime["owner"],
-                                     "derived_from": runtime["derived_from"]}
-    return out
-
-
 def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, dropin_name=kub.DEFAULT_DROPIN_NAME):
     """kubelet: how it starts (command line, unit, flags), its config file and drop-ins as layers in the kubelet's
     order, the effective topology/CPU/memory manager settings (files, then flags) and state-file policies (``pids``
-    as for :func:`containerd_facts`).  ``layers`` feed the same planner the module uses (``_kubelet.plan``)."""
+    as for the containerd room's :func:`facts`).  ``layers`` feed the same planner the module uses (``_kubelet.plan``)."""
     problems = []
-    pid = (_pids_of(host, ("kubelet",)) if pids is None else pids).get("kubelet")
+    pid = (pids_of(host, ("kubelet",)) if pids is None else pids).get("kubelet")
     try:
         rancher = kr.detect(host)  # k3s/rke2: the kubelet's flags come from their config files and unit
         line = kr.command_line(host, rancher, pid) if rancher else kh.command_line(host, pid)
@@ -146,7 +95,11 @@ def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, drop
     return out
 
 
-def runtime_facts(host, commands=None):
-    """``{"containerd": {...}, "kubelet": {...}}`` -- see containerd_facts and kubelet_facts."""
-    pids = _pids_of(host, ("containerd", "kubelet"))  # one pass over /proc for both
-    return {"containerd": containerd_facts(host, commands, pids=pids), "kubelet": kubelet_facts(host, commands, pids=pids)}
+def runtime_facts(host, commands=None, pids=None, containerd=None):
+    """``{"containerd": {...}, "kubelet": {...}}``: the containerd room's facts (``containerd``: its
+    ``layers.containerd`` when rdma_facts has it already) without the planner's input, and :func:`kubelet_facts`."""
+    if pids is None:
+        pids = pids_of(host, ("containerd", "kubelet"))  # one pass over /proc for both
+    if containerd is None:
+        containerd = ctdh.facts(host, commands, pids=pids)
+    return {"containerd": ctdh.report_of(containerd), "kubelet": kubelet_facts(host, commands, pids=pids)}

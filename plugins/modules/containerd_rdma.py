@@ -267,501 +267,52 @@ diff:
   returned: when diff mode is on and something changes
   type: raw
 backup_files:
-  description: Backup copies kept, by edited path (with O(backup=true)).
-  returned: when a backup was made
+  description:
+    - Backup copies kept, by edited path (with O(backup=true)); the copy holds the file as it was before this run.
+    - Empty when nothing was backed up (O(backup=false), check mode, no change, or the file did not exist before).
+  returned: always
   type: dict
+  sample: {"/etc/containerd/config.toml": "/etc/containerd/config.toml.12345.2026-01-01@10:00:00~"}
 """
-
-import os
-import posixpath
-import re
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd_host as ctdh
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, HostReadError, InputError, ParseError, VerifyError,
-)
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
-    FileTransaction,
-    conf_name_pattern,
-    observe_file,
-    plan_file,
-    revert,
-)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import apply as _apply
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as _observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import plan as _plan
 
-# a unit name as systemd accepts it (unit_name_is_valid(); no escapes needed for containerd's), never an option
-UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9_@:][A-Za-z0-9_.@:-]*\Z")
-# a drop-in systemd reads (*.conf, not hidden)
-DROPIN_NAME_RE = conf_name_pattern(".conf")
-# a CRI runtime name that is a bare TOML key (no quoting, no dots that would split it)
-RUNTIME_NAME_RE = re.compile(r"^[A-Za-z0-9_+-]+\Z")
-
-# systemd's unit search path, most important first (a drop-in name in an earlier directory masks a later one)
-UNIT_DROPIN_NAME = ctdh.UNIT_DROPIN_NAME
-RANCHER_UNITS = ctdh.RANCHER_UNITS
-
-
-def validate(params):
-    """Everything that can be checked before reading the node; raises InputError naming the option."""
-    want = {
-        "memlock": ctd.parse_limit(params["memlock"], "memlock"),
-        "base_runtime_spec": params["base_runtime_spec"],
-        "runtimes": list(params["runtimes"]),
-        "cdi": params["cdi"],
-        "cdi_spec_dirs": list(params["cdi_spec_dirs"]),
-    }
-    if params["nofile"] is not None and not 64 <= params["nofile"] <= 1 << 30:
-        raise InputError("nofile must be between 64 and 1073741824 (the kernel's nr_open ceiling), got %d" % params["nofile"])
-    want["nofile"] = params["nofile"]
-    service = params["service"]
-    if service.endswith(".service") or not UNIT_NAME_RE.match(service):
-        raise InputError("service must be a systemd unit name without .service (letters, digits and : _ . @ -, not "
-                         "starting with - or .), got %r" % (service,))
-    dropin_dir = "/etc/systemd/system/%s.service.d" % service
-    if params["unit_dropin"] is None:
-        params["unit_dropin"] = "%s/%s" % (dropin_dir, UNIT_DROPIN_NAME)
-    for option in ("config", "base_runtime_spec", "unit_dropin"):
-        if not params[option].startswith("/"):
-            raise InputError("%s must be an absolute path, got %s" % (option, params[option]))
-    if not params["base_runtime_spec"].endswith(".json"):
-        raise InputError("base_runtime_spec must be a .json file, got %s" % params["base_runtime_spec"])
-    if posixpath.basename(params["base_runtime_spec"]).startswith(ctd.DERIVED_PREFIX):
-        raise InputError("base_runtime_spec must not be named %s*: that name marks the derived copies of other "
-                         "tools' specs, got %s" % (ctd.DERIVED_PREFIX, params["base_runtime_spec"]))
-    for path in want["cdi_spec_dirs"]:
-        if not path.startswith("/"):
-            raise InputError("cdi_spec_dirs entries must be absolute paths, got %s" % path)
-    if params["cdi"] and not want["cdi_spec_dirs"]:
-        raise InputError("cdi_spec_dirs must not be empty with cdi=true")
-    for name in want["runtimes"]:
-        if not RUNTIME_NAME_RE.match(name or ""):
-            raise InputError("runtimes: %r is not a valid runtime name (letters, digits, _ + -)" % (name,))
-    if posixpath.dirname(params["unit_dropin"]) != dropin_dir or not DROPIN_NAME_RE.match(posixpath.basename(params["unit_dropin"])):
-        raise InputError("unit_dropin must be a .conf file directly in %s, named with letters, digits and _ . @ + - and "
-                         "not starting with a dot, got %r" % (dropin_dir, params["unit_dropin"]))
-    if params["restart_timeout"] < 1:
-        raise InputError("restart_timeout must be at least 1 second")
-    return want
-
-
-class Containerd:  # pylint: disable=too-many-instance-attributes
-    """The node's containerd seen through host_root: version, config files, dump, unit and running daemon."""
-
-    def __init__(self, module, host, commands):
-        self.module = module
-        self.host = host
-        self.commands = commands
-        self.params = module.params
-        self.service = module.params["service"]
-        self.version = None
-        self.systemd = None
-
-    def binary(self, name):
-        """How to run ``name`` (see :func:`_containerd_host.binary`)."""
-        return ctdh.binary(self.host, self.commands, name, self.params["config"])
-
-    def run(self, argv, what):
-        return ctdh.run(self.host, self.commands, argv, what, self.params["config"])
-
-    def observe(self):
-        """The node's containerd up to its config files (:func:`_containerd_host.observe`); the config containerd
-        really reads replaces ``config`` when the caller left the default."""
-        observed = ctdh.observe(self.host, self.commands, self.params["config"], self.service,
-                                self.params["base_runtime_spec"], with_effective=False)
-        self.version = observed["version"]
-        if observed["config_path"] != self.params["config"]:
-            if self.params["config"] != ctdh.DEFAULT_CONFIG:
-                raise ConflictError("%s starts containerd with the config %s, not %s: set config to %s (or leave it "
-                                    "unset)" % (observed["command"]["from"] or observed["unit"], observed["config_path"],
-                                                self.params["config"], observed["config_path"]),
-                                    {"config": observed["config_path"], "from": observed["config_from"]})
-            self.module.warn("%s reads %s (%s), not %s: that file is configured"
-                             % (self.service, observed["config_path"], observed["config_from"], self.params["config"]))
-            self.params["config"] = observed["config_path"]
-        return observed
-
-    def oci_spec(self):
-        return self.run(["ctr", "oci", "spec"], "generate the base runtime spec")
-
-    def config_files(self, planned=()):
-        """[(path, FileState, Document)] in containerd's load order (:func:`_containerd_host.config_files`)."""
-        return ctdh.config_files(self.host, self.params["config"], planned)
-
-    def dump(self, exists):
-        """The effective configuration (:func:`_containerd_host.dump`)."""
-        return ctdh.dump(self.host, self.commands, self.params["config"], exists)
-
-    # -- systemd ---------------------------------------------------------------------------------
-    def unit_files(self, replace=None):
-        """[(path, text)] in systemd's order; ``replace`` = (path, text or None) stands in for one drop-in."""
-        return ctdh.unit_files(self.host, self.service, replace)[2]
-
-    def systemctl(self, *args):
-        return self.commands.run_kernel(["systemctl"] + list(args))
-
-    def show(self):
-        """``{"ActiveState", "MainPID", "LimitMEMLOCK"}`` from systemd, or None when systemd cannot be asked."""
-        rc, out, dummy_err = self.systemctl("show", self.service, "-p", "ActiveState", "-p", "MainPID", "-p", "LimitMEMLOCK")
-        if rc != 0:
-            self.systemd = False
-            return None
-        self.systemd = True
-        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-    def running(self):
-        """The daemon's pid, memlock and start time (seconds since the epoch), or None when it is not running."""
-        shown = self.show()
-        pid = None
-        if shown is not None:
-            if shown.get("ActiveState") != "active":
-                return None
-            pid = int(shown.get("MainPID") or 0) or None
-        else:
-            for entry in self.host.listdir("/proc"):
-                if entry.isdigit() and self.host.try_attr("/proc/%s/comm" % entry) == "containerd":
-                    pid = int(entry)
-                    break
-        if not pid:
-            return None
-        limits = ctd.parse_proc_limits(self.host.try_attr("/proc/%d/limits" % pid, ""))
-        return {"pid": pid, "memlock": limits, "started": self.start_time(pid)}
-
-    def start_time(self, pid):
-        stat = self.host.try_attr("/proc/%d/stat" % pid)
-        boot = None
-        for line in (self.host.try_attr("/proc/stat") or "").splitlines():
-            if line.startswith("btime ") and line.split()[1:2] and line.split()[1].isdigit():
-                boot = int(line.split()[1])
-        if not stat or boot is None:
-            return None
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) < 20 or not fields[19].isdigit():
-            return None  # a malformed /proc/<pid>/stat line: the start time is unknown, not a traceback
-        return boot + int(fields[19]) / float(os.sysconf("SC_CLK_TCK"))
-
-    def wait_active(self, timeout):
-        deadline = time.time() + timeout
-        state = None
-        while True:
-            rc, out, dummy_err = self.systemctl("is-active", self.service)
-            state = out.strip()
-            if rc == 0 and state == "active":
-                return True, state
-            if state == "failed" or time.time() >= deadline:
-                return False, state
-            time.sleep(0.5)
-
-    def journal(self):
-        rc, out, dummy_err = self.commands.run_kernel(["journalctl", "-u", self.service, "-n", "15", "--no-pager", "-o", "cat"])
-        return out.strip() if rc == 0 else None
-
-
-def _mtime(host, path):
-    try:
-        info = host.stat(path)
-    except HostReadError:
-        return None
-    return info.st_mtime if info is not None else None
-
-
-def observe_specs(node, current, generated):
-    """{path: text or None} of every base spec the runtimes use now, and of the source of each derived copy."""
-    texts = {}
-    for path in sorted(set(current.values())):
-        if not path or path == generated:
-            continue
-        for candidate in (path, ctd.derived_source(path)):
-            if candidate and candidate not in texts:
-                state = observe_file(node.host, candidate)
-                texts[candidate] = state.content if state.exists else None
-    return texts
-
-
-def choose_target(module, node, files, info, version, changes, result):
-    """Which file the collection writes its keys into: ``(files, target index)``.  The main config, or under a
-    generated one the collection's drop-in in the directory it imports (then ``files`` gets that drop-in at its
-    place in the load order).  Refuses when neither can work (ConflictError saying what to do)."""
-    main_path = files[0][0]
-    if info is None or not changes:
-        return files, 0
-    if info.get("tool") not in ("k3s", "rke2"):
-        if not module.params["edit_generated"]:
-            raise ConflictError(ctd.generated_refusal(main_path, info, version, changes),
-                                {"generated": dict(info, path=main_path)}, result.as_dict())
-        module.warn("%s says it is regenerated (%s): edited because edit_generated=true; the edit is lost when its "
-                    "generator runs again" % (main_path, info.get("header")))
-        return files, 0
-    # k3s/rke2 render config.toml again at every start: editing it is pointless even with edit_generated
-    directory = ctd.dropin_dir(files[0][2], main_path) if version >= (2, 0) else None
-    if directory is None:
-        raise ConflictError(ctd.generated_refusal(main_path, info, version, changes),
-                            {"generated": dict(info, path=main_path)}, result.as_dict())
-    dropin = "%s/%s" % (directory, ctd.GENERATED_DROPIN)
-    planned = node.config_files(planned=(dropin,))
-    result.observed["config_dropin"] = dropin
-    return planned, [p for p, dummy_s, dummy_d in planned].index(dropin)
-
-
-def plan(module, node, want, result):  # pylint: disable=too-many-locals,too-many-statements,too-many-branches
-    """Observe and plan.  Returns (file plans, restart needed, unit changed, effective before)."""
-    params = module.params
-    observed = node.observe()
-    version, files = observed["version"], observed["files"]
-    main_path, main_state = files[0][0], files[0][1]
-    info = observed["generated_config"]
-    if info is not None:
-        info = dict((k, v) for k, v in info.items() if k != "path")
-    if info is not None and info.get("tool") in ("k3s", "rke2") and params["service"] == "containerd":
-        units = RANCHER_UNITS[info["tool"]]
-        raise ConflictError("%s is %s's containerd config: containerd runs inside %s's own service here, not "
-                            "containerd.service, so its memlock comes from that unit; set service to %s (server) or %s "
-                            "(agent), whichever runs on this node"
-                            % (main_path, info["tool"], info["tool"], units[0], units[1]),
-                            {"generated": dict(info, path=main_path)})
-    eff = node.dump(main_state.exists)
-    ctdh.add_effective(observed, node.host, node.commands, eff=eff)
-    targets = ctd.target_runtimes(eff, want["runtimes"])
-    current = dict((name, eff["runtimes"][name]["base_runtime_spec"]) for name in targets)
-    texts = observe_specs(node, current, want["base_runtime_spec"])
-    oci = node.oci_spec() if ctd.needs_generated(current, want["base_runtime_spec"]) else None
-    spec_files, dummy_pointers, spec_report, spec_warnings = ctd.plan_specs(current, texts, want, oci)
-    want["spec_paths"] = dict((name, entry["spec"]) for name, entry in spec_report.items())
-    changes, warnings = ctd.desired_keys(eff, want, version)
-    for warning in spec_warnings + warnings:
-        module.warn(warning)
-    result.observed.update({
-        "containerd_version": ".".join(str(p) for p in version),
-        "config_version": eff["config_version"],
-        "config_files": [p for p, dummy_s, dummy_d in files],
-        "config_generated": dict(info, path=main_path) if info else None,
-        "runtimes": eff["runtimes"],
-        "base_specs": spec_report,
-        "enable_cdi": eff["enable_cdi"],
-        "cdi_spec_dirs": eff["cdi_spec_dirs"],
-        "key_sources": observed["key_sources"],
-    })
-    files, target = choose_target(module, node, files, info, version, changes, result)
-    main_version = ctd.file_versions([(files[0][0], files[0][2])], version)[0]
-    edits, versions, overrides = ctd.choose_files([(p, d) for p, dummy_s, d in files], changes, version, eff, target,
-                                                  params["edit_imports"], new_version=main_version)
-    result.observed["imported_overrides"] = overrides
-    if overrides and not params["edit_imports"]:
-        raise ConflictError(ctd.override_message(overrides, files[target][0]), {"imported_overrides": overrides},
-                            result.as_dict())
-    for entry in overrides:
-        module.warn("%s overrides %s (%s): the key is written there because edit_imports=true; the tool that owns "
-                    "that file may write it again" % (entry["file"], entry["key"], entry["why"]))
-    per_key = ctd.key_diff(changes, eff)
-    plans = []
-
-    dropin_state = observe_file(node.host, params["unit_dropin"])
-    dropin_plan = plan_file(dropin_state, ctd.render_unit_dropin(want["memlock"]), 0o644)
-    before_limit, dummy_source = ctd.unit_limit(node.unit_files())
-    after_limit, after_source = ctd.unit_limit(node.unit_files(replace=(params["unit_dropin"], dropin_plan.content)))
-    if after_limit != want["memlock"]:
-        raise ConflictError("%s sets LimitMEMLOCK=%s and is read after %s, so containerd would not get %s; remove it "
-                            "or name unit_dropin so that it sorts last"
-                            % (after_source, ctd.render_limit(after_limit) if after_limit else "(empty)",
-                               params["unit_dropin"], ctd.render_limit(want["memlock"])),
-                            {"overriding_file": after_source})
-    result.observed["unit_memlock"] = ctd.render_limit(before_limit) if before_limit is not None else None
-    if dropin_plan.changed:
-        plans.append(dropin_plan)
-        per_key["LimitMEMLOCK"] = {"before": result.observed["unit_memlock"], "after": ctd.render_limit(want["memlock"])}
-        if module._diff:
-            result.diffs.append({"before": {"LimitMEMLOCK": result.observed["unit_memlock"]},
-                                 "after": {"LimitMEMLOCK": ctd.render_limit(want["memlock"])},
-                                 "before_header": params["unit_dropin"], "after_header": params["unit_dropin"]})
-
-    for path in sorted(spec_files):
-        planned = spec_files[path]
-        state = observe_file(node.host, path)
-        source_state = observe_file(node.host, planned["source"]) if planned["source"] else None
-        mode = 0o644
-        if state.exists:
-            mode = state.mode
-        elif source_state is not None and source_state.exists:
-            mode = source_state.mode   # a derived copy is as readable as the owner's file
-        spec_plan = plan_file(state, planned["content"], mode)
-        if not spec_plan.changed:
-            continue
-        plans.append(spec_plan)
-        kinds = ("RLIMIT_MEMLOCK", "RLIMIT_NOFILE")
-        before = dict((kind, ctd.spec_rlimit(state.content if state.exists else texts.get(planned["source"]), kind))
-                      for kind in kinds) if state.exists or planned["source"] else None
-        after = dict((kind, ctd.spec_rlimit(planned["content"], kind)) for kind in kinds)
-        per_key["%s.rlimits" % path] = {"before": before, "after": after}
-        if module._diff:
-            if planned["kind"] == "generated":
-                note = {"generated_from": "ctr oci spec (containerd %s)" % result.observed["containerd_version"],
-                        "owner": "rdma.k8s_node"}
-            else:
-                note = {"derived_from": planned["source"], "owner": "rdma.k8s_node (a copy)",
-                        "source_owner": ctd.KNOWN_SPEC_WRITERS.get(planned["source"]) or "not this collection",
-                        "source_written": False, "changed_in_copy": "process.rlimits %s only"
-                        % "/".join(kind for kind, dummy in ctd._owned_rlimits(want["memlock"], want.get("nofile")))}
-            header = path if planned["kind"] == "generated" else "%s (derived copy of %s, which is not written)" % (
-                path, planned["source"])
-            result.diffs.append({"before": {"rlimits": before} if before else {}, "after": dict(note, rlimits=after),
-                                 "before_header": header, "after_header": header})
-
-    for index in sorted(edits):
-        path, state, doc = files[index]
-        version_of_file = versions[index] or ctd.native_version(version)
-        new_text = ctd.apply_edits(state.content if state.exists else "", version_of_file, edits[index], path)
-        file_plan = plan_file(state, new_text, state.mode if state.exists else 0o644,
-                              state.uid if state.exists else 0, state.gid if state.exists else 0)
-        plans.append(file_plan)
-        if module._diff:
-            header = path
-            if index == target and index > 0:
-                header += " (the collection's drop-in: %s is regenerated by %s)" % (main_path, (info or {}).get("tool"))
-            elif index > 0:
-                header += " (an imported file, edited because edit_imports=true)"
-            result.diffs.append({
-                "before": dict((_toml.render_path(table + (key,)), _json_safe(doc.get(table + (key,))))
-                               for table, key, dummy_value in edits[index]),
-                "after": dict((_toml.render_path(table + (key,)), value) for table, key, value in edits[index]),
-                "before_header": header, "after_header": header})
-    result.extra["changes"] = per_key
-    for file_plan in plans:
-        result.add(file_plan.action())
-
-    running = node.running()
-    stale = False
-    if running is not None:
-        memlock = running["memlock"]
-        started = running["started"]
-        watched = [params["unit_dropin"]] + sorted(spec_files) + [p for p, dummy_s, dummy_d in files]
-        mtimes = [_mtime(node.host, p) for p in watched]
-        # the start time is exact to within a second (btime is whole seconds): only a file written more
-        # than a second after the computed start is certainly newer than the daemon
-        stale = bool(memlock and memlock["hard"] != want["memlock"] and after_limit == want["memlock"]) or \
-            bool(started and any(m and m > started + 1.0 for m in mtimes))
-        result.observed["running"] = {"pid": running["pid"], "stale": stale,
-                                      "memlock": dict((k, ctd.render_limit(v)) for k, v in memlock.items()) if memlock else None}
-    else:
-        result.observed["running"] = None
-    restart = bool(plans) or stale
-    return plans, restart, dropin_plan.changed, eff
-
-
-def _json_safe(value):
-    return value if value is None or isinstance(value, (str, bool, int, list)) else str(value)
-
-
-def restore(node, plans, unit_changed, restart):
-    """Put the files back; reload and restart when they had reached systemd / containerd.  Returns details."""
-    details = {}
-    try:
-        details["restored"] = revert(node.host, plans)
-        details["files"] = "the files were restored"
-    except ApplyError as exc:  # keep going: systemd and containerd must still get the files as they are now
-        details["restored"] = []
-        details["files"] = exc.msg
-    if unit_changed and node.systemd:
-        node.systemctl("daemon-reload")
-    if restart:
-        node.systemctl("restart", node.service)
-        active, state = node.wait_active(node.params["restart_timeout"])
-        details["active_after_rollback"] = active
-        details["state_after_rollback"] = state
-    return details
+validate = _plan.validate
 
 
 def run_module(module):
-    """observe -> plan -> apply -> verify -> restart -> health check (rollback on failure)."""
+    """observe -> plan -> (check mode: the plan) -> apply -> verify -> restart -> health check (rollback on failure);
+    the layer's room does each step (plugins/module_utils/layers/containerd/)."""
     params = module.params
-    want = validate(params)
+    want = _plan.validate(params)
     host = HostRoot(params["host_root"])
-    commands = HostCommands(module, host)
-    node = Containerd(module, host, commands)
+    node = _observe.Node(host, HostCommands(module, host), params, warn=module.warn)
+    observed = _observe.observe_node(node, want, refuse=lambda base: _plan.refuse_service(base, params["service"]))
+    planned = _plan.plan(want, params, observed, warn=module.warn)
     result = Result()
-    plans, restart, unit_changed, eff_before = plan(module, node, want, result)
-    if unit_changed and node.systemd:
-        result.add(action("run", "systemctl daemon-reload"))
-    if restart and params["restart"]:
+    result.observed.update(planned["report"])
+    result.diffs.extend(planned["diffs"])
+    result.extra["changes"] = planned["changes"]
+    result.extra["backup_files"] = {}
+    for step in planned["actions"]:
+        result.add(step)
+    if planned["restart"] and params["restart"]:
         if not node.systemd:
             raise ApplyError("restart=true but systemd cannot be asked about %s (systemctl show failed)" % node.service)
-        result.add(action("restart", node.service))
-    elif restart:
+    elif planned["restart"]:
         result.need_restart(node.service)
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
-
-    backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
-    if backups:
-        result.extra["backup_files"] = backups
-
-    def rollback(problem, error=ApplyError, extra=None):
-        details = restore(node, plans, unit_changed, False)
-        details.update(extra or {})
-        raise error("%s; %s and %s was not restarted" % (problem, details["files"], node.service), details,
-                    result.as_dict())
-
-    if unit_changed and node.systemd:
-        rc, dummy_out, err = node.systemctl("daemon-reload")
-        if rc != 0:
-            rollback("systemctl daemon-reload failed: %s" % err.strip())
-    try:
-        eff = node.dump(True)
-    except (ApplyError, ParseError) as exc:
-        rollback("checking the edited configuration with `containerd config dump` failed: %s" % exc.msg)
-    drift = ctd.runtime_drift(eff_before, eff)
-    if drift:
-        rollback("the edit would change more than base_runtime_spec: %s" % "; ".join(drift), VerifyError,
-                 {"runtime_drift": drift})
-    missing = ctd.verify_effective(eff, want, node.version)
-    if missing:
-        rollback("after editing, `containerd config dump` still does not show %s (another file overrides it, or a key "
-                 "is misplaced)" % ", ".join(missing), VerifyError, {"not_effective": missing})
-    if node.systemd:
-        rc, out, dummy_err = node.systemctl("show", node.service, "-p", "LimitMEMLOCK")
-        shown = out.strip().split("=", 1)[-1] if rc == 0 else ""
-        if shown and ctd.parse_systemd_limit(shown) != want["memlock"]:
-            rollback("systemd reports LimitMEMLOCK=%s for %s after the change, not %s"
-                     % (shown, node.service, ctd.render_limit(want["memlock"])), VerifyError)
-    if restart and params["restart"]:
-        restart_and_check(node, want, plans, unit_changed, result)
+    _apply.apply(node, planned["want"], planned, result, backup=params["backup"],
+                 restart=bool(planned["restart"] and params["restart"]))
     return result.as_dict(with_diff=module._diff)
-
-
-def restart_and_check(node, want, plans, unit_changed, result):
-    """Restart, then: active, answering, running with the wanted memlock.  Any failure rolls everything back."""
-    rc, dummy_out, err = node.systemctl("restart", node.service)
-    problem = None
-    if rc != 0:
-        problem = "systemctl restart %s failed: %s" % (node.service, err.strip())
-    else:
-        active, state = node.wait_active(node.params["restart_timeout"])
-        if not active:
-            problem = "%s is %s after the restart" % (node.service, state or "not active")
-        else:
-            running = node.running()
-            memlock = running["memlock"] if running else None
-            if not running:
-                problem = "%s has no main process after the restart" % node.service
-            elif memlock and memlock["hard"] != want["memlock"]:
-                problem = "%s runs with memlock %s, not %s" % (node.service, ctd.render_limit(memlock["hard"]),
-                                                               ctd.render_limit(want["memlock"]))
-            else:
-                result.observed["restarted"] = {"pid": running["pid"],
-                                                "memlock": dict((k, ctd.render_limit(v)) for k, v in memlock.items())
-                                                if memlock else None}
-    if problem is None:
-        return
-    journal = node.journal()
-    details = restore(node, plans, unit_changed, True)
-    details["journal"] = journal
-    raise ApplyError("%s; %s and %s restarted again (%s)"
-                     % (problem, details["files"], node.service, "active" if details.get("active_after_rollback") else
-                        "NOT active: %s" % details.get("state_after_rollback")), details, result.as_dict())
 
 
 def main():

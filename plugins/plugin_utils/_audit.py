@@ -25,7 +25,7 @@ from functools import wraps
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as _containerd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as _kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd

@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 
 INF = ctd.RLIM_INFINITY

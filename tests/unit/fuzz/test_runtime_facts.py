@@ -7,9 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _runtime_facts as rf
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, examples, huge, long_line, mutated, nested, node_text, \
     node_tree, odd_text, slow, typed_only

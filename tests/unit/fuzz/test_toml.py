@@ -9,7 +9,7 @@ import tomllib
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, ParseError
 from unit.fuzz.strategies import byte_soup, huge, long_line, mutated, nested, node_text, odd_text, slow, typed_only
 

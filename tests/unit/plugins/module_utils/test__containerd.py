@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
 
 INF = 18446744073709551615

@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd_host as ctdh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import containerd_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd.observe import facts as containerd_facts
 from unit.safety.nodes import FakeContainerd
 
 NVIDIA_V2 = ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = false\n'
@@ -48,6 +48,11 @@ class Commands:  # pylint: disable=too-few-public-methods
     def run(self, argv, data=None, timeout=None):  # pylint: disable=unused-argument
         self.calls.append(list(argv))
         return self.fake([argv[0].rsplit("/", 1)[-1]] + list(argv[1:]))
+
+    @staticmethod
+    def run_kernel(argv):
+        """No systemd in a node tree: ``systemctl`` cannot be asked (the module then neither reloads nor restarts)."""
+        return 1, "", "%s: command not found" % argv[0]
 
 
 def _node(root, unit="[Service]\nExecStart=/usr/bin/containerd\nLimitMEMLOCK=8M\n"):

@@ -107,7 +107,7 @@ def test_an_unreadable_config_leaves_the_settings_unknown(tmp_path, monkeypatch)
 def test_malformed_proc_limits_is_a_problem_not_a_failure(tmp_path):
     """Found by the fuzz suite: a 'Max locked memory' line without two numbers raised IndexError/ValueError out of
     containerd_facts (rdma_facts failed)."""
-    from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import containerd_facts
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd.observe import facts as containerd_facts
     (tmp_path / "proc" / "77").mkdir(parents=True)
     (tmp_path / "proc" / "77" / "comm").write_text("containerd\n")
     (tmp_path / "proc" / "77" / "limits").write_text("Max locked memory  8388608\n")

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, ParseError
 
 CRI = ("plugins", "io.containerd.grpc.v1.cri")

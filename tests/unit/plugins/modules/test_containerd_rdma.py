@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd, _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as _containerd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 from ansible_collections.rdma.k8s_node.plugins.modules import containerd_rdma
 from unit.plugins.module_utils.test__containerd import DEBIAN_STOCK

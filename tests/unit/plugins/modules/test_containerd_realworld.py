@@ -24,7 +24,7 @@ import tomllib
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
 from unit.plugins.module_utils.test__containerd import DEBIAN_STOCK
 from unit.safety.benches import ContainerdBench
 from unit.safety.nodes import FakeSystemd, ModuleFail, tool

@@ -3,9 +3,9 @@ gathers them) on a node tree where a later unit drop-in and an NVIDIA Container 
 collection set; judged by the module's own rule (``_containerd.containerd_override_checks``)."""
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _containerd as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import containerd_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd.observe import facts as containerd_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from unit.plugins.module_utils.test__containerd_host import Commands, _node, _write
 

@@ -24,7 +24,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import json
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _toml
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
 
 RLIM_INFINITY = 18446744073709551615  # ~0UL: the kernel's and the OCI spec's "unlimited" (uint64)
