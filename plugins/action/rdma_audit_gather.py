@@ -8,27 +8,47 @@ play's variables in scope (play vars are not in ``hostvars``).  Done as two task
 ``set_fact``) that costs a second worker fork, variable set and callback round per host: about 50 ms of
 controller CPU each at 300 hosts (docs/benchmarks.md).  This action resolves the variables from the task's own
 variables in the same worker, then runs ``rdma_facts``: the node still gets exactly one module call.
+
+The node's facts come back as ``rdma_facts_json``, the JSON text of what ``rdma_facts`` returns as
+``ansible_facts.rdma``, not as ``ansible_facts``: ansible-core copies every fact a task returns into the host's fact
+cache (a deep copy per host in the worker, ``namespace_facts``, and again each time a later task's variables are made
+for that host), and deep-copies and walks every container of every registered result in its main process.  A host's
+facts are some 1,500 dicts and lists (6,600 values); as one string they cost those copies nothing, and the main
+process holds a 120 KB string per host instead of the facts twice (docs/benchmarks.md, session 11).
 """
 
 from __future__ import annotations
 
+import json
+
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 UNSET = "__unset__"
+#: the registered result's key holding the node's facts as JSON text (``_audit_hosts.facts_of`` reads it)
+FACTS_KEY = "rdma_facts_json"
+# compact: what the audit decodes again on the controller; the facts of one node are about 120 KB of it
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 _SPEC = {
     "host_root": {"type": "path", "default": "/"},
     "desired_state": {"type": "bool", "default": False},
     "desired_vars": {"type": "list", "elements": "str", "default": []},
     "counters_interval": {"type": "float", "default": 0},
+    "role_vars": {"type": "bool", "default": False},
 }
+# role_vars: the option each of the rdma_audit role's variables gives when the task does not set it (the desired
+# state is the mode's comparison, as the role's task wrote it: rdma_audit_mode == 'desired')
+ROLE_VARS = (("host_root", "rdma_audit_host_root"), ("counters_interval", "rdma_audit_hw_counter_interval"),
+             ("desired_state", "rdma_audit_mode"))
 
 
 class ActionModule(ActionBase):
-    """Run rdma.k8s_node.rdma_facts and return it with ``rdma_audit_desired`` (the named variables, resolved)."""
+    """Run rdma.k8s_node.rdma_facts and return its facts as ``rdma_facts_json`` with ``rdma_audit_desired`` (the
+    named variables, resolved)."""
 
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -37,9 +57,21 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        validated = ArgumentSpecValidator(_SPEC).validate(self._task.args)
+        args = dict(self._task.args)
+        taken = []
+        if boolean(args.get("role_vars", False), strict=False):  # a bad value fails the validation below
+            # the role's variable wins over the option (module_defaults included), as when the role's task passed
+            # it as "{{ var }}": one template pass per variable that needs one (none for a plain inventory value)
+            # instead of a template per option that a forked worker compiles for every host (about 3 ms each)
+            for option, var in ROLE_VARS:
+                if var in task_vars:
+                    value = self._templar.template(task_vars[var])
+                    args[option] = value == "desired" if option == "desired_state" else value
+                    taken.append("%s from %s" % (option, var))
+        validated = ArgumentSpecValidator(_SPEC).validate(args)
         if validated.error_messages:
-            raise AnsibleActionFail("rdma_audit_gather: %s" % "; ".join(validated.error_messages))
+            raise AnsibleActionFail("rdma_audit_gather: %s%s" % ("; ".join(validated.error_messages),
+                                                                 " (%s)" % ", ".join(taken) if taken else ""))
         params = validated.validated_parameters
         # exactly what `query('ansible.builtin.vars', *names, default='__unset__')` returned in the set_fact
         desired = {}
@@ -55,7 +87,10 @@ class ActionModule(ActionBase):
         except AnsibleConnectionFailure as exc:
             # keep the desired state of a host that cannot be reached: the report still says what it should be
             return dict(result, unreachable=True, msg=str(exc), rdma_audit_desired=desired)
+        facts = module.pop("ansible_facts", None)
         result.update(module)
+        if isinstance(facts, dict) and isinstance(facts.get("rdma"), dict):
+            result[FACTS_KEY] = _ENCODER.encode(facts["rdma"])
         result["rdma_audit_desired"] = desired
         if not result.get("failed") and not result.get("unreachable"):
             # the callbacks get a censored copy instead of a deep copy of the facts' ~4,600 values, which the stdout

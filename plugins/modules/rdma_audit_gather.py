@@ -18,11 +18,16 @@ description:
     variables in scope (play vars, role params, inventory, extra vars), in the same task.
   - Doing both in one task saves a worker fork and a result round per host against a separate C(set_fact),
     which is what bounds the audit's controller cost at hundreds of hosts.
+  - The node's facts are returned as JSON text, RV(rdma_facts_json), not as C(ansible_facts), so they do not go
+    into the host's facts. ansible-core copies every returned fact into the fact cache, again into every later
+    task's variables of that host, and walks every container of a registered result in its main process; as one
+    string the facts of a large node (some 1,500 dicts and lists) cost none of that. Read them with
+    C(registered.rdma_facts_json | from_json), which is what M(rdma.k8s_node.rdma_facts) returns as
+    C(ansible_facts.rdma).
 author:
   - rdma.k8s_node contributors (@rdma-k8s-node)
 extends_documentation_fragment:
   - rdma.k8s_node.attributes
-  - rdma.k8s_node.attributes.facts
   - rdma.k8s_node.attributes.info_module
   - rdma.k8s_node.host_root
 options:
@@ -45,7 +50,21 @@ options:
         V(0) to V(60) (V(0) reads them once); with two readings the audit judges their rates (docs/counters.md).
     type: float
     default: 0
+  role_vars:
+    description:
+      - Take O(host_root), O(counters_interval) and O(desired_state) from the C(rdma.k8s_node.rdma_audit) role's
+        variables when they are defined, C(rdma_audit_host_root), C(rdma_audit_hw_counter_interval) and
+        C(rdma_audit_mode) (O(desired_state) is C(rdma_audit_mode == 'desired')); the variable wins over the option,
+        as when a task passes the option as C("{{ variable }}").
+      - Used by the role's own task - a template in a task's options is compiled by every host's forked worker
+        (about 3 ms of controller CPU per option and host), a variable read here is templated only when it holds
+        a template.
+    type: bool
+    default: false
 attributes:
+  facts:
+    description: The facts are returned as RV(rdma_facts_json), not as C(ansible_facts); they do not update the host's facts.
+    support: none
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
@@ -62,6 +81,10 @@ EXAMPLES = r"""
     desired_state: true
   register: audit_input
 
+- name: The facts as a dictionary
+  ansible.builtin.debug:
+    msg: "{{ (audit_input.rdma_facts_json | from_json).devices | map(attribute='name') }}"
+
 - name: Facts and two chosen variables
   rdma.k8s_node.rdma_audit_gather:
     desired_vars: [rdma_netns_mode, containerd_rdma_memlock]
@@ -69,10 +92,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-ansible_facts:
-  description: The facts of M(rdma.k8s_node.rdma_facts) (C(ansible_facts.rdma)).
-  returned: when the node was reached
-  type: dict
+rdma_facts_json:
+  description:
+    - The facts of M(rdma.k8s_node.rdma_facts) (what it returns as C(ansible_facts.rdma)) as compact JSON text;
+      C(| from_json) gives the dictionary.
+    - Earlier versions of this action returned them as C(ansible_facts.rdma) (see the changelog).
+  returned: when the node was reached and rdma_facts returned facts
+  type: str
+  sample: '{"devices":[{"name":"mlx5_0","netdevs":["ibp24s0"]}],"gpus":[],"problems":[]}'
 rdma_audit_desired:
   description: Each variable resolved (O(desired_state), O(desired_vars)) with its value as the task saw it, or V(__unset__).
   returned: always

@@ -9,6 +9,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import json
 from collections.abc import Mapping
 
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
@@ -16,17 +17,31 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils._hostvars import pla
 
 # what the role's vars lookup (and rdma_audit_gather) gives for a variable that is not set
 UNSET = "__unset__"
+# rdma_audit_gather's key of the node's facts, as JSON text (plugins/action/rdma_audit_gather.py: FACTS_KEY)
+FACTS_KEY = "rdma_facts_json"
 MODES = ("desired", "facts_only")
 
 
 def facts_of(registered):
-    """``(facts, error)`` from the registered rdma_facts result of one host."""
+    """``(facts, error)`` from the registered result of one host: ``rdma_audit_gather``'s (the facts as the JSON
+    text ``rdma_facts_json``), or ``rdma_facts``' own (``ansible_facts.rdma``, where
+    ``rdma_audit_gather`` returned them too before it returned ``rdma_facts_json``).
+    The facts decoded from text are a new object: the caller may keep them as they are."""
     if not isinstance(registered, Mapping):
         return None, "rdma_facts did not run on this host (it failed or was unreachable before the audit)"
     if registered.get("unreachable"):
         return None, "unreachable: %s" % registered.get("msg", "")
     if registered.get("failed"):
         return None, "rdma_facts failed: %s" % registered.get("msg", "")
+    text = registered.get(FACTS_KEY)
+    if text is not None:
+        try:
+            facts = json.loads(text) if isinstance(text, (str, bytes)) else None
+        except ValueError as exc:
+            return None, "rdma_audit_gather returned facts that are not JSON: %s" % exc
+        if not isinstance(facts, dict):
+            return None, "rdma_audit_gather returned facts that are not a JSON object: %s" % type(facts).__name__
+        return facts, None
     facts = (registered.get("ansible_facts") or {}).get("rdma")
     if not isinstance(facts, Mapping):
         # failed_when: false keeps the host in the play; the module's message says why
@@ -71,6 +86,8 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
             given = dict((var, hvars[var]) for var in _audit.DESIRED_VARS if var in hvars)
         desired = dict((var, _plain(given[var]) if given.get(var, UNSET) not in (None, UNSET) else defaults.get(var))
                        for var in _audit.DESIRED_VARS)
+    # facts decoded from rdma_facts_json are this call's own plain data: nothing to copy
+    copy = copy and facts is not None and not (isinstance(registered, Mapping) and registered.get(FACTS_KEY) is not None)
     # a per-host value the role's run_once option check did not see is checked per host (_audit.host_layers)
-    return {"facts": _plain(facts) if facts is not None and copy else facts, "desired": desired,
+    return {"facts": _plain(facts) if copy else facts, "desired": desired,
             "layers": _plain(hvars.get("rdma_audit_layers")) or layers, "error": error}

@@ -133,12 +133,25 @@ def _max_text(speed, width):
     return "%s GT/s x%s" % (("%g" % speed) if speed is not None else "?", width if width is not None else "?")
 
 
-def _link_findings(section, bdf):
+def _parsed_link(links, bdf, parsed):
+    """``(current speed, current width, max speed, max width)`` of ``bdf``'s link values, parsed once per host
+    (``parsed``: the host's memo; every device under a switch shares the links above it)."""
+    found = parsed.get(bdf)
+    if found is None:
+        item = links.get(bdf) or {}
+        found = parsed[bdf] = (speed_of(item.get("current_link_speed")), width_of(item.get("current_link_width")),
+                               speed_of(item.get("max_link_speed")), width_of(item.get("max_link_width")))
+    return found
+
+
+def _link_findings(section, bdf, parsed=None):
     """``(degraded, unknown)`` descriptions of the links from ``bdf`` up to its root port.
 
     A link joins a device (the endpoint, or a switch's upstream port) and the root or downstream port above it: it
-    can train at the lower of the two ends' maxima, so that is what its current value is held to.
+    can train at the lower of the two ends' maxima, so that is what its current value is held to.  ``parsed``: the
+    host's memo of parsed link values (:func:`_parsed_link`), shared by its devices.
     """
+    parsed = {} if parsed is None else parsed
     links = section.get("links") or {}
     bridges = section.get("bridges") or {}
     chain = [bdf] + list(reversed((section.get("paths") or {}).get(bdf) or []))
@@ -151,14 +164,15 @@ def _link_findings(section, bdf):
             continue  # a root or downstream port: its link is the one below it, judged from there
         if upper is not None and upper_type not in (0x4, 0x6, None):
             continue  # no link between a downstream port and its own switch's upstream port
-        low = links.get(lower) or {}
-        high = (links.get(upper) or {}) if upper else {}
-        speed, width = speed_of(low.get("current_link_speed")), width_of(low.get("current_link_width"))
-        ends = [low] + ([high] if upper else [])
-        max_speeds = [speed_of(end.get("max_link_speed")) for end in ends]
-        max_widths = [width_of(end.get("max_link_width")) for end in ends]
+        speed, width, low_max_speed, low_max_width = _parsed_link(links, lower, parsed)
+        max_speeds, max_widths = [low_max_speed], [low_max_width]
+        if upper:
+            high = _parsed_link(links, upper, parsed)
+            max_speeds.append(high[2])
+            max_widths.append(high[3])
         name = "%s-%s" % (lower, upper) if upper else lower
         if speed is None or width is None or None in max_speeds or None in max_widths:
+            low = links.get(lower) or {}
             keys = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
             values = dict((key, low.get(key)) for key in keys)
             unknown.append("%s: unreadable or unknown link values %s%s" % (
@@ -174,6 +188,7 @@ def _link_findings(section, bdf):
 
 def _pcie_links(section):
     checks = []
+    parsed = {}  # each link's values parsed once for the host (_parsed_link)
     devices = [(gpu["pci_address"], "GPU") for gpu in section.get("gpus") or []]
     names = {}
     for nic in section.get("nics") or []:
@@ -188,7 +203,7 @@ def _pcie_links(section):
             checks.append(_check("health.pcie_link", "unknown", subject, "trained at its capability", live,
                                  detail="the device's PCI position is unknown"))
             continue
-        degraded, unknown, own_speed_only = _link_findings(section, bdf)
+        degraded, unknown, own_speed_only = _link_findings(section, bdf, parsed)
         if degraded:
             detail = "; ".join(degraded)
             if name == "GPU" and own_speed_only:

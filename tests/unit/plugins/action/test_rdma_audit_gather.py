@@ -1,0 +1,116 @@
+"""rdma_audit_gather: the node's facts as JSON text (not ansible_facts), role_vars, the audit reading both shapes."""
+
+import json
+from unittest import mock
+
+import pytest
+
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.rdma.k8s_node.plugins.action import rdma_audit_gather as G
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_hosts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
+
+FACTS = {"devices": [{"name": "mlx5_0", "netdevs": ["ibp24s0"], "fw_ver": "28.39.1002"}], "gpus": [],
+         "problems": [], "layers": {"irq": {"devices": {"0000:18:00.0": {"irqs": {"24": {"affinity": "0-3"}}}}}},
+         "text": "caf\u00e9 \u2603 \"quoted\" \\ back"}
+
+
+def _action(args, task_vars, module=None, fail=None):
+    task = mock.MagicMock(args=args, async_val=0, check_mode=False, action="rdma.k8s_node.rdma_audit_gather")
+    connection = mock.MagicMock()
+    connection._shell.tmpdir = "/tmp/x"  # pylint: disable=protected-access
+    action = G.ActionModule(task, connection, mock.MagicMock(), DataLoader(),
+                            Templar(loader=DataLoader(), variables=task_vars))
+    calls = []
+
+    def execute(module_name, module_args, task_vars):  # pylint: disable=redefined-outer-name
+        calls.append((module_name, dict(module_args)))
+        if fail:
+            raise fail
+        return json.loads(json.dumps(module))
+
+    action._execute_module = execute  # pylint: disable=protected-access
+    return action, calls
+
+
+def test_facts_come_back_as_json_text_not_ansible_facts():
+    action, calls = _action({"host_root": "/host"}, {},
+                            {"changed": False, "ansible_facts": {"rdma": FACTS}, "invocation": {"module_args": {}}})
+    result = action.run(task_vars={})
+    assert calls == [("rdma.k8s_node.rdma_facts", {"host_root": "/host", "counters_interval": 0.0})]
+    assert "ansible_facts" not in result
+    assert json.loads(result["rdma_facts_json"]) == FACTS
+    assert result["rdma_audit_desired"] == {} and result["_ansible_no_log"] is True
+    assert _audit_hosts.facts_of(result) == (FACTS, None)
+
+
+def test_a_failed_module_keeps_its_message_and_has_no_facts():
+    action, _calls = _action({}, {}, {"failed": True, "msg": "host_root /nope does not exist"})
+    result = action.run(task_vars={})
+    assert "rdma_facts_json" not in result and "_ansible_no_log" not in result
+    assert _audit_hosts.facts_of(result) == (None, "rdma_facts failed: host_root /nope does not exist")
+
+
+def test_an_unreachable_node_keeps_its_desired_state():
+    task_vars = {"rdma_netns_mode": "exclusive"}
+    action, _calls = _action({"desired_vars": ["rdma_netns_mode", "nope"]}, task_vars,
+                             fail=AnsibleConnectionFailure("ssh: connection refused"))
+    result = action.run(task_vars=task_vars)
+    assert result["unreachable"] is True and "rdma_facts_json" not in result
+    assert result["rdma_audit_desired"] == {"rdma_netns_mode": "exclusive", "nope": "__unset__"}
+
+
+@pytest.mark.parametrize("mode,desired_state", [("desired", True), ("facts_only", False)])
+def test_role_vars_give_the_options_the_role_passed_as_templates(mode, desired_state):
+    task_vars = {"rdma_k8s_node_host_root": "/host",
+                 "rdma_audit_host_root": trust_as_template("{{ rdma_k8s_node_host_root | default('/') }}"),
+                 "rdma_audit_hw_counter_interval": 2, "rdma_audit_mode": mode}
+    # module_defaults' host_root (in the task's args) loses to the role's variable, as "{{ rdma_audit_host_root }}" did
+    action, calls = _action({"role_vars": True, "host_root": "/from-module-defaults"}, task_vars,
+                            {"ansible_facts": {"rdma": FACTS}})
+    result = action.run(task_vars=task_vars)
+    assert calls == [("rdma.k8s_node.rdma_facts", {"host_root": "/host", "counters_interval": 2.0})]
+    assert sorted(result["rdma_audit_desired"]) == (sorted(_layers.desired_vars()) if desired_state else [])
+
+
+def test_role_vars_off_or_undefined_leave_the_options():
+    task_vars = {"rdma_audit_host_root": "/ignored", "rdma_audit_mode": "desired"}
+    action, calls = _action({"host_root": "/host"}, task_vars, {"ansible_facts": {"rdma": FACTS}})
+    assert action.run(task_vars=task_vars)["rdma_audit_desired"] == {}
+    action, calls2 = _action({"role_vars": True}, {}, {"ansible_facts": {"rdma": FACTS}})
+    action.run(task_vars={})
+    assert calls[0][1]["host_root"] == "/host" and calls2[0][1] == {"host_root": "/", "counters_interval": 0.0}
+
+
+def test_a_bad_role_variable_is_named():
+    task_vars = {"rdma_audit_hw_counter_interval": "soon"}
+    action, _calls = _action({"role_vars": True}, task_vars, {"ansible_facts": {"rdma": FACTS}})
+    with pytest.raises(AnsibleActionFail, match="counters_interval.*counters_interval from rdma_audit_hw_counter_interval"):
+        action.run(task_vars=task_vars)
+
+
+@pytest.mark.parametrize("registered,expected", [
+    ({"rdma_facts_json": json.dumps(FACTS)}, (FACTS, None)),
+    # rdma_facts' own registered result, and rdma_audit_gather's before it returned rdma_facts_json
+    ({"changed": False, "ansible_facts": {"rdma": FACTS}}, (FACTS, None)),
+    ({"rdma_facts_json": "{not json"}, (None, "rdma_audit_gather returned facts that are not JSON: ")),
+    ({"rdma_facts_json": "[1, 2]"}, (None, "rdma_audit_gather returned facts that are not a JSON object: list")),
+    ({"rdma_facts_json": 7}, (None, "rdma_audit_gather returned facts that are not a JSON object: NoneType")),
+    ({"msg": "no facts"}, (None, "rdma_facts failed: no facts")),
+])
+def test_facts_of_reads_the_json_text_and_the_old_shape(registered, expected):
+    facts, error = _audit_hosts.facts_of(registered)
+    assert facts == expected[0]
+    assert (error or "").startswith(expected[1] or "") and bool(error) == bool(expected[1])
+
+
+def test_both_shapes_give_the_same_host_spec():
+    defaults = {}
+    new = _audit_hosts.host_spec({}, "facts_only", [], defaults, registered={"rdma_facts_json": json.dumps(FACTS)})
+    old = _audit_hosts.host_spec({}, "facts_only", [], defaults, registered={"ansible_facts": {"rdma": FACTS}})
+    via_vars = _audit_hosts.host_spec({"rdma_audit__facts": {"rdma_facts_json": json.dumps(FACTS)}}, "facts_only", [],
+                                      defaults)
+    assert new == old == via_vars and new["facts"] == FACTS
