@@ -3,6 +3,7 @@
 and firmware of their own), the judge's rules and options, hostile sysfs values, the inventory firmware check, and
 rdma_facts + the audit end to end through the registry alone."""
 
+import json
 import pathlib
 import struct
 
@@ -268,3 +269,34 @@ def test_the_audit_report_carries_the_inventory_firmware_check(tmp_path):
     # a host whose audit leaves the health layer out is neither judged nor counted
     assert not [c for c in report["hosts"]["node-4"]["checks"] if c["id"] == "health.firmware"]
     assert "22.36.1010 on node-3; 22.39.1002 on node-1, node-2" in firmware[0]["detail"]
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-degraded", "dell-xe9680-12nic"])
+def test_link_values_parsed_once_per_host_judge_as_parsed_per_device(tmp_path, name):
+    """_pcie_links shares one memo of parsed link values between a host's devices (links above a switch are on
+    several devices' chains); each device judged with a fresh memo gives the same findings, degraded or unreadable
+    links included."""
+    section = facts_of(render(name, tmp_path))
+    variants = [section]
+    for bdf in sorted(section["links"])[:8]:
+        for key, value in (("current_link_width", "4"), ("max_link_speed", "Unknown"), ("current_link_speed", "junk")):
+            changed = json.loads(json.dumps(section))
+            changed["links"][bdf][key] = value
+            variants.append(changed)
+    for variant in variants:
+        shared = {}
+        for bdf in sorted(variant["paths"]):
+            assert judge._link_findings(variant, bdf, shared) == judge._link_findings(variant, bdf)  # pylint: disable=protected-access
+        assert set(shared) <= set(variant["links"]) | set(b for chain in variant["paths"].values() for b in chain)
+
+
+def test_pcie_links_parse_each_link_once(tmp_path, monkeypatch):
+    section = facts_of(render("dgx-h100", tmp_path))
+    parsed = []
+    real = judge.speed_of
+    monkeypatch.setattr(judge, "speed_of", lambda text: parsed.append(text) or real(text))
+    checks = judge._pcie_links(section)  # pylint: disable=protected-access
+    chains = set(b for chain in section["paths"].values() for b in chain) | set(section["paths"])
+    # two speeds (current, max) per link end, each read once however many devices' chains it is on
+    assert 0 < len(parsed) <= 2 * len(chains)
+    assert checks and all(c["status"] == "ok" for c in checks)
