@@ -471,6 +471,16 @@ ansible_facts:
               C(/etc/sysctl.conf) as C(conf), which C(sysctl --system) reads last), C(ours) (C(content), C(mode),
               C(uid), C(gid) of each file in C(/etc/sysctl.d) that sysctl_dropin wrote) and C(problems). The audit runs
               sysctl_dropin's planner on them. See docs/kernel.md.
+            - C(containerd) - what C(runtime.containerd) holds (read once: C(runtime.containerd) is this section
+              without C(observed)) and C(observed), what containerd_rdma's planner reads - C(version), C(service),
+              C(config_files) and C(planned_files) (C(path), C(exists), C(content), C(mode), C(uid), C(gid) in
+              containerd's load order; C(planned_files) with the collection's drop-in under a generated k3s/rke2
+              config), C(effective) (C(containerd config dump)), C(texts) and C(specs) (the runc runtimes' base specs,
+              their sources and derived copies, the default generated spec), C(oci_spec) (C(ctr oci spec) when a
+              runtime gets the generated spec), C(unit) (the unit and drop-in listing and texts), C(dropin) (the
+              collection's unit drop-in) and C(systemd) (whether systemd answers); V(null) without a readable config
+              or dump, C(error) when a piece could not be read. The audit runs containerd_rdma's planner on them. See
+              docs/containerd.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,
@@ -490,7 +500,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import discover, gather
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import runtime_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import pids_of, runtime_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry
@@ -527,13 +537,16 @@ def main():
         # one discovery: the health and counters rooms reuse the devices, GPUs and GPU-NIC classes gather() read
         disc = discover(host, commands)
         facts = gather(host, commands, disc)
-        facts["runtime"] = runtime_facts(host, commands)
+        pids = pids_of(host, ("containerd", "kubelet"))  # one pass over /proc for containerd and the kubelet
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
         facts["drivers"] = drivers_facts(host)
         # the sysctl room takes the sysctl.d files persisted_facts() read (its observer's reader): returned once
         facts["layers"] = layer_facts(host, facts["problems"], commands,
                                       {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc},
-                                       "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")}})
+                                       "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")},
+                                       "containerd": {"pids": pids}})
+        # runtime.containerd is the containerd room's report (its layers.containerd without the planner's input)
+        facts["runtime"] = runtime_facts(host, commands, pids, facts["layers"].get("containerd"))
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

@@ -25,7 +25,6 @@ from functools import wraps
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as _containerd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as _kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
@@ -447,89 +446,7 @@ def _sriov(checks, facts, desired):
                        live={"vfs": len(device["vfs"])})
 
 
-# -- containerd and kubelet -------------------------------------------------------------------------------------------
-def _limit(value):
-    """A resource limit as the report shows it: ``unlimited`` or bytes (``4M``, ``infinity``, ``"4194304"`` as
-    containerd_rdma reads them); None stays None and what cannot be read is returned as it is."""
-    if value is None or value == "":
-        return None
-    try:
-        number = _containerd.parse_limit(value)
-    except RdmaNodeError:
-        return value
-    return "unlimited" if number == _containerd.RLIM_INFINITY else number
-
-
-def _containerd_checks(checks, facts, desired):
-    ctd = (facts.get("runtime") or {}).get("containerd")
-    if desired is None or ctd is None:
-        return
-    if ctd.get("installed") is False:
-        checks.add("containerd.installed", "fail", desired=True, live=False,
-                   remedy="install containerd (not managed by this collection)")
-        return
-    want = _limit(desired.get("containerd_rdma_memlock", "unlimited"))
-    running = ctd.get("running")
-    persisted = _limit(ctd.get("unit_memlock"))
-    if running is None:
-        checks.add("containerd.memlock", "ok" if persisted == want else "drift", desired=want, persisted=persisted,
-                   remedy="run the containerd_rdma role", detail="containerd is not running: live limit unknown")
-    else:
-        live = _limit((running.get("memlock") or {}).get("soft"))
-        status = _tri(want, live, persisted)
-        remedy = None
-        if persisted != want:
-            remedy = "run the containerd_rdma role (LimitMEMLOCK drop-in)"
-        elif live != want:
-            remedy = "restart containerd (containerd_rdma_restart_ok=true)"
-        checks.add("containerd.memlock", status, desired=want, live=live, persisted=persisted, remedy=remedy,
-                   detail="the LimitMEMLOCK of containerd.service caps every container it starts")
-    runtimes = ctd.get("runtimes") or {}
-    if ctd.get("config_version") is None:
-        checks.add("containerd.base_spec", "unknown", desired=want,
-                   detail="`containerd config dump` gave no configuration (see runtime.containerd.problems)")
-    for name, runtime in sorted(runtimes.items()):
-        if not runtime.get("runtime_type"):
-            # containerd starts, and every pod of this runtime fails: "Runtime.Name must be set"
-            checks.add("containerd.runtime_type", "fail", subject=name, desired="a runtime_type", live=None,
-                       remedy='set runtime_type (runc: "io.containerd.runc.v2") in the [...runtimes.%s] table, or '
-                              "remove the table" % name,
-                       detail="on containerd 1.x a runtimes.%s table replaces the built-in runtime of that name, so a "
-                              "table without runtime_type leaves the runtime without one" % name)
-            continue
-        if "runc" not in runtime["runtime_type"]:
-            continue
-        spec_live = _limit((runtime.get("base_spec_memlock") or {}).get("hard"))
-        checks.add("containerd.base_spec", "ok" if spec_live == want else "drift", subject=name, desired=want,
-                   live=spec_live, persisted=runtime.get("base_runtime_spec"),
-                   remedy="run the containerd_rdma role (base_runtime_spec of runtime %s)" % name,
-                   detail="RLIMIT_MEMLOCK of the base runtime spec: what a pod's process gets")
-    want_cdi = desired.get("containerd_rdma_cdi", True)
-    version = tuple(int(p) for p in str(ctd.get("version") or "0.0").split(".")[:2] if p.isdigit())
-    if want_cdi and ctd.get("version") and version < (1, 7):
-        checks.add("containerd.cdi", "fail", desired=True, live=None, persisted=ctd.get("version"),
-                   remedy="upgrade containerd to 1.7 or later, or set containerd_rdma_cdi=false",
-                   detail="containerd %s has no CDI: devices cannot be injected by CDI spec" % ctd.get("version"))
-    elif want_cdi and ctd.get("config_version") is not None:
-        live_cdi = ctd.get("enable_cdi")
-        checks.add("containerd.cdi", "ok" if live_cdi else "drift", desired=True, live=live_cdi,
-                   persisted=ctd.get("cdi_spec_dirs"), remedy="run the containerd_rdma role (containerd_rdma_cdi)")
-    _containerd_overrides(checks, ctd, desired)
-
-
-def _containerd_overrides(checks, ctd, desired):
-    """``containerd.override``: a file read after the collection's own (a unit drop-in, an import) that sets a key the
-    collection needs to another value, by the same rule as the module (``_containerd.containerd_override_checks``)."""
-    if ctd.get("key_sources") is None:
-        return  # facts of an older collection version
-    wanted = dict((var, desired[var]) for var in _layers.by_name("containerd").variables if desired.get(var) is not None)
-    for item in _containerd.containerd_override_checks(ctd, wanted):
-        checks.add("containerd.override", "fail", subject=item["key"], desired=item["wanted"], live=item["found"],
-                   persisted=item["winner"], detail=item.get("detail"),
-                   remedy="remove %s from %s, or make it the value the collection needs (%s)"
-                          % (item["key"], item["winner"], item["wanted"]))
-
-
+# -- kubelet (containerd is a room: plugins/module_utils/layers/containerd/judge.py) ------------------------------------
 _KUBELET_KEYS = (
     ("kubelet_topology_topology_manager_policy", "topologyManagerPolicy"),
     ("kubelet_topology_topology_manager_scope", "topologyManagerScope"),
@@ -776,7 +693,7 @@ def _topology_layer(checks, facts, desired):
 # the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
     "drivers": _drivers, "kernel": _kernel, "sriov": _sriov,
-    "containerd": _containerd_checks, "kubelet": _kubelet_layer, "topology": _topology_layer,
+    "kubelet": _kubelet_layer, "topology": _topology_layer,
 }
 
 

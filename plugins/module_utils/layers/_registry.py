@@ -25,6 +25,7 @@ from collections import namedtuple
 
 # Only the observers are imported here: rdma_facts (on the node) ships what this module imports, and the judgements
 # run on the controller, which imports them by name when the audit first asks (``Layer.judge``).
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as _containerd_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import observe as _firmware_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
@@ -118,8 +119,10 @@ LAYERS = (
           inventory_judge_ref="qos.judge:inventory_judge", runs_tools=True),
     Layer("containerd", "containerd: memlock, base runtime spec, CDI", ("containerd_rdma",),
           ("containerd_rdma_memlock", "containerd_rdma_cdi", "containerd_rdma_cdi_spec_dirs", "containerd_rdma_runtimes",
-           "containerd_rdma_base_runtime_spec"),
-          (), ("runtime",), "docs/containerd.md"),
+           "containerd_rdma_base_runtime_spec", "containerd_rdma_nofile", "containerd_rdma_edit_imports",
+           "containerd_rdma_edit_generated"),
+          (), ("layers", "runtime"), "docs/containerd.md", observe=_containerd_observe.facts,
+          judge_ref="containerd.judge:judge", runs_tools=True, legacy_ref="containerd.judge:section_of"),
     Layer("kubelet", "kubelet Topology, CPU and memory managers", ("kubelet_topology",),
           ("kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
            "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",

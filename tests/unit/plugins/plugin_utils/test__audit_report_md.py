@@ -154,9 +154,12 @@ def test_pending_action(check, action):
 
 
 def test_the_judges_remedies_that_start_with_reboot_or_restart_are_all_recognised():
-    """Every remedy text in the controller's judges that names a restart or reboot first maps to an action."""
+    """Every remedy text in the controller's judges (the audit's and the rooms') that names a restart or reboot first
+    maps to an action."""
     import inspect  # pylint: disable=import-outside-toplevel
-    source = inspect.getsource(_audit)
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry  # pylint: disable=import-outside-toplevel
+    source = inspect.getsource(_audit) + "".join(inspect.getsource(inspect.getmodule(layer.judge))
+                                                 for layer in _registry.LAYERS if layer.judge_ref)
     remedies = re.findall(r'"((?:restart|reboot) [^"]*)"', source)
     assert len(remedies) >= 4
     for remedy in remedies:

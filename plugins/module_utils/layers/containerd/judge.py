@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``containerd`` layer's audit judgement: the module's planner run on the facts (``layers.containerd``).
+
+* ``containerd.config`` (the config file containerd reads): ``containerd_rdma``'s plan for the role's variables, as
+  the role calls the module: ``ok`` when it has nothing to do, else ``drift`` with the plan's actions as the evidence
+  (``detail``: ``planned: [...]``); ``fail`` when the module would refuse (its message), ``unknown`` when the facts do
+  not hold what the plan reads.  Not judged on facts without ``layers.containerd.observed``.
+* ``containerd.installed``, ``containerd.memlock`` (the unit's LimitMEMLOCK and the running daemon's),
+  ``containerd.base_spec`` per runc runtime, ``containerd.runtime_type``, ``containerd.cdi`` (1.6 has none: provisioning
+  cannot fix it) and ``containerd.override`` (a file read after the collection's own, another tool's, sets a key the
+  collection needs to another value: the module's rule, ``rules.containerd_override_checks``).
+
+Facts gathered before the layer was a room (no ``layers.containerd``) are judged through :func:`section_of`, from
+``runtime.containerd``; they get no ``containerd.config`` check.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, ParseError, RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import plan as _plan
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
+
+REMEDY = "run the containerd_rdma role"
+# the role's variables the judge reads (roles/containerd_rdma/defaults/main.yml)
+VARIABLES = ("containerd_rdma_memlock", "containerd_rdma_cdi", "containerd_rdma_cdi_spec_dirs", "containerd_rdma_runtimes",
+             "containerd_rdma_base_runtime_spec", "containerd_rdma_nofile", "containerd_rdma_edit_imports",
+             "containerd_rdma_edit_generated")
+
+
+def section_of(facts):
+    """The ``layers.containerd`` section from facts without it (an older collection, or its observer failed): the
+    ``runtime.containerd`` report, without the planner's input."""
+    return (facts.get("runtime") or {}).get("containerd")
+
+
+def _limit(value):
+    """A resource limit as the report shows it: ``unlimited`` or bytes (``4M``, ``infinity``, ``"4194304"`` as
+    containerd_rdma reads them); None stays None and what cannot be read is returned as it is."""
+    if value is None or value == "":
+        return None
+    try:
+        number = ctd.parse_limit(value)
+    except RdmaNodeError:
+        return value
+    return "unlimited" if number == ctd.RLIM_INFINITY else number
+
+
+def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
+    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
+            "persisted": persisted, "remedy": remedy, "detail": detail}
+
+
+def params_of(desired, section):
+    """containerd_rdma's options as the role passes them (roles/containerd_rdma/tasks/main.yml), for the node the
+    facts describe (its service and the config it reads)."""
+    spec_dirs = desired.get("containerd_rdma_cdi_spec_dirs")
+    return {"memlock": str(desired.get("containerd_rdma_memlock", "unlimited")),
+            "nofile": desired.get("containerd_rdma_nofile") or None,
+            "config": section.get("config_path") or ctdh.DEFAULT_CONFIG,
+            "base_runtime_spec": desired.get("containerd_rdma_base_runtime_spec") or ctdh.DEFAULT_BASE_SPEC,
+            "runtimes": list(desired.get("containerd_rdma_runtimes") or []),
+            "cdi": desired_bool(desired, "containerd_rdma_cdi"),
+            "cdi_spec_dirs": list(spec_dirs) if spec_dirs is not None else list(ctd.DEFAULT_CDI_DIRS),
+            "edit_imports": desired_bool(desired, "containerd_rdma_edit_imports", False),
+            "edit_generated": desired_bool(desired, "containerd_rdma_edit_generated", False),
+            "service": section.get("service") or ctdh.DEFAULT_SERVICE, "unit_dropin": None, "restart": False,
+            "restart_timeout": 60}
+
+
+def _files(items):
+    return [(item["path"], ctdh.file_state(item), _toml.parse(item["content"] if item["exists"] else "", item["path"]))
+            for item in items]
+
+
+class _Specs(dict):
+    """The base specs the facts hold; a plan that reads another one cannot be judged from them."""
+
+    def __missing__(self, path):
+        raise ParseError("the facts do not hold %s (rdma_facts reads the specs of the runc runtimes and the "
+                             "default generated spec): the plan for it is unknown" % path)
+
+
+def observed_of(observed, section):
+    """What :func:`plan.plan` reads, from the facts' ``observed`` (:func:`observe._planner_input`)."""
+    files = _files(observed["config_files"])
+    base = {"version": tuple(observed["version"]), "files": files, "generated_config": section.get("generated_config"),
+            "key_sources": section.get("key_sources") or {}, "service": observed["service"]}
+    return {"base": base, "effective": observed["effective"], "texts": observed["texts"],
+            "oci_spec": observed["oci_spec"],
+            "planned_files": _files(observed["planned_files"]) if observed["planned_files"] is not None else None,
+            "unit": dict(observed["unit"], service=observed["service"]), "dropin": ctdh.file_state(observed["dropin"]),
+            "specs": _Specs((path, ctdh.file_state(item)) for path, item in observed["specs"].items()),
+            "running": None, "systemd": observed["systemd"], "mtimes": {}}
+
+
+def plan_check(section, desired):
+    """``containerd.config``: containerd_rdma's plan on the facts (None without the planner's input)."""
+    observed = section.get("observed")
+    if not observed:
+        return None
+    subject = section.get("config_path")
+    if observed.get("error"):
+        return _check("containerd.config", "unknown", subject, detail="containerd_rdma's plan cannot be made from the "
+                      "facts: %s" % observed["error"])
+    params = params_of(desired, section)
+    try:
+        want = _plan.validate(params)
+        planned = _plan.plan(want, params, observed_of(observed, section))
+    except ConflictError as exc:
+        return _check("containerd.config", "fail", subject, remedy="see docs/containerd.md: containerd_rdma refuses "
+                      "this node", detail=exc.msg)
+    except RdmaNodeError as exc:
+        return _check("containerd.config", "unknown", subject, detail=exc.msg)
+    work = planned["actions"]
+    return _check("containerd.config", "drift" if work else "ok", subject, desired=params["memlock"],
+                  live=planned["report"].get("unit_memlock"), remedy=REMEDY if work else None,
+                  detail="planned: %s" % work if work else None)
+
+
+def judge(section, desired):
+    """The checks (``[{id, status, subject, desired, live, persisted, remedy, detail}]``) of the layer."""
+    if desired is None or section is None:
+        return []
+    checks = []
+    if section.get("installed") is False:
+        return [_check("containerd.installed", "fail", desired=True, live=False,
+                       remedy="install containerd (not managed by this collection)")]
+    planned = plan_check(section, desired)
+    if planned is not None:
+        checks.append(planned)
+    want = _limit(desired.get("containerd_rdma_memlock", "unlimited"))
+    running = section.get("running")
+    persisted = _limit(section.get("unit_memlock"))
+    if running is None:
+        checks.append(_check("containerd.memlock", "ok" if persisted == want else "drift", desired=want,
+                             persisted=persisted, remedy=REMEDY, detail="containerd is not running: live limit unknown"))
+    else:
+        live = _limit((running.get("memlock") or {}).get("soft"))
+        status = "ok" if live == want and persisted == want else "drift"
+        remedy = None
+        if persisted != want:
+            remedy = "run the containerd_rdma role (LimitMEMLOCK drop-in)"
+        elif live != want:
+            remedy = "restart containerd (containerd_rdma_restart_ok=true)"
+        checks.append(_check("containerd.memlock", status, desired=want, live=live, persisted=persisted, remedy=remedy,
+                             detail="the LimitMEMLOCK of containerd.service caps every container it starts"))
+    runtimes = section.get("runtimes") or {}
+    if section.get("config_version") is None:
+        checks.append(_check("containerd.base_spec", "unknown", desired=want,
+                             detail="`containerd config dump` gave no configuration (see runtime.containerd.problems)"))
+    for name, runtime in sorted(runtimes.items()):
+        if not runtime.get("runtime_type"):
+            # containerd starts, and every pod of this runtime fails: "Runtime.Name must be set"
+            checks.append(_check(
+                "containerd.runtime_type", "fail", subject=name, desired="a runtime_type", live=None,
+                remedy='set runtime_type (runc: "io.containerd.runc.v2") in the [...runtimes.%s] table, or remove the '
+                       "table" % name,
+                detail="on containerd 1.x a runtimes.%s table replaces the built-in runtime of that name, so a table "
+                       "without runtime_type leaves the runtime without one" % name))
+            continue
+        if "runc" not in runtime["runtime_type"]:
+            continue
+        spec_live = _limit((runtime.get("base_spec_memlock") or {}).get("hard"))
+        checks.append(_check("containerd.base_spec", "ok" if spec_live == want else "drift", subject=name, desired=want,
+                             live=spec_live, persisted=runtime.get("base_runtime_spec"),
+                             remedy="run the containerd_rdma role (base_runtime_spec of runtime %s)" % name,
+                             detail="RLIMIT_MEMLOCK of the base runtime spec: what a pod's process gets"))
+    want_cdi = desired.get("containerd_rdma_cdi", True)
+    version = tuple(int(p) for p in str(section.get("version") or "0.0").split(".")[:2] if p.isdigit())
+    if want_cdi and section.get("version") and version < (1, 7):
+        checks.append(_check("containerd.cdi", "fail", desired=True, live=None, persisted=section.get("version"),
+                             remedy="upgrade containerd to 1.7 or later, or set containerd_rdma_cdi=false",
+                             detail="containerd %s has no CDI: devices cannot be injected by CDI spec"
+                                    % section.get("version")))
+    elif want_cdi and section.get("config_version") is not None:
+        live_cdi = section.get("enable_cdi")
+        checks.append(_check("containerd.cdi", "ok" if live_cdi else "drift", desired=True, live=live_cdi,
+                             persisted=section.get("cdi_spec_dirs"), remedy="run the containerd_rdma role (containerd_rdma_cdi)"))
+    return checks + override_checks(section, desired)
+
+
+def override_checks(section, desired):
+    """``containerd.override``: a file read after the collection's own (a unit drop-in, an import) that sets a key the
+    collection needs to another value, by the same rule as the module (``rules.containerd_override_checks``)."""
+    if section.get("key_sources") is None:
+        return []  # facts of an older collection version
+    wanted = dict((var, desired[var]) for var in VARIABLES if desired.get(var) is not None)
+    return [_check("containerd.override", "fail", subject=item["key"], desired=item["wanted"], live=item["found"],
+                   persisted=item["winner"], detail=item.get("detail"),
+                   remedy="remove %s from %s, or make it the value the collection needs (%s)"
+                          % (item["key"], item["winner"], item["wanted"]))
+            for item in ctd.containerd_override_checks(section, wanted)]
