@@ -471,7 +471,7 @@ ansible_facts:
               C(/etc/sysctl.conf) as C(conf), which C(sysctl --system) reads last), C(ours) (C(content), C(mode),
               C(uid), C(gid) of each file in C(/etc/sysctl.d) that sysctl_dropin wrote) and C(problems). The audit runs
               sysctl_dropin's planner on them. See docs/kernel.md.
-            - C(containerd) - what C(runtime.containerd) holds (read once: C(runtime.containerd) is this section
+            - C(containerd) - what C(runtime.containerd) holds (read once - C(runtime.containerd) is this section
               without C(observed)) and C(observed), what containerd_rdma's planner reads - C(version), C(service),
               C(config_files) and C(planned_files) (C(path), C(exists), C(content), C(mode), C(uid), C(gid) in
               containerd's load order; C(planned_files) with the collection's drop-in under a generated k3s/rke2

@@ -84,7 +84,7 @@ class _Specs(dict):
 
     def __missing__(self, path):
         raise ParseError("the facts do not hold %s (rdma_facts reads the specs of the runc runtimes and the "
-                             "default generated spec): the plan for it is unknown" % path)
+                         "default generated spec): the plan for it is unknown" % path)
 
 
 def observed_of(observed, section):

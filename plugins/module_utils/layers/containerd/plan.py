@@ -148,7 +148,8 @@ def plan(want, options, observed, warn=None):  # pylint: disable=too-many-locals
 
     Returns ``{"actions", "plans" ([FilePlan] in the order they are applied), "unit_changed", "restart" (a change
     or a previous run's change has not reached the running daemon), "report" (the module's ``observed``), "changes"
-    (per key before/after), "diffs", "effective", "want" (with ``spec_paths``: the spec each runtime points at)}``; ``actions``: each file's write, ``systemctl daemon-reload`` when
+    (per key before/after), "diffs", "effective", "want" (with ``spec_paths``: the spec each runtime points at)}``;
+    ``actions``: each file's write, ``systemctl daemon-reload`` when
     the unit drop-in changes (and systemd answers), ``restart`` with ``options["restart"]``.  Refusals raise
     ConflictError (or the rules' ParseError/InputError)."""
     warn = warn or (lambda message: None)
