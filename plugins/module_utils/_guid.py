@@ -20,6 +20,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import codecs
 import json
 import re
 
@@ -130,14 +131,17 @@ def _go_fold(key):
                    for char in key)
 
 
-def parse_mac(text):
+def parse_mac(text, bare_hex=False):
     """Go's ``net.ParseMAC`` on ``text``'s UTF-8 bytes: ``xx:xx:..``/``xx-xx-..`` (one separator throughout) or
     ``xxxx.xxxx...``, 6, 8 or 20 octets, two hex digits each; the octets as bytes, or None where Go returns an
-    error."""
+    error.  ``bare_hex``: also the form Go 1.26 added (12, 16 or 40 hex digits without separators); the operator's
+    releases up to v1.6.0 are built with Go 1.23 (its Dockerfiles: ``golang:1.23``), which refuses it."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else b""
-    if len(data) < 14:
+    if len(data) < (12 if bare_hex else 14):
         return None
     out = bytearray()
+    if bare_hex and len(data) in (12, 16, 40) and all(c in _HEXDIGITS for c in data):
+        return bytes(int(data[i:i + 2], 16) for i in range(0, len(data), 2))
     if data[2:3] in (b":", b"-"):
         sep = data[2]
         if (len(data) + 1) % 3:
@@ -166,22 +170,47 @@ def parse_mac(text):
     return bytes(out)
 
 
-def parse_go_guid(text, what="GUID"):
+def parse_go_guid(text, what="GUID", bare_hex=False):
     """A GUID exactly as sriov-network-operator's ``ParseGUID`` accepts it (``net.ParseMAC``, then 8 octets): the
-    value as an int, or a ParseError naming ``what`` for anything the operator refuses."""
-    octets = parse_mac(text) if isinstance(text, str) else None
+    value as an int, or a ParseError naming ``what`` for anything the operator refuses (``bare_hex``: as an operator
+    built with Go 1.26 or later, see :func:`parse_mac`)."""
+    octets = parse_mac(text, bare_hex) if isinstance(text, str) else None
     if octets is None or len(octets) != 8:
         raise ParseError("%s %r is not a GUID sriov-network-operator accepts (Go's net.ParseMAC of 8 octets: "
                          "02:00:00:00:00:00:00:01, 02-00-..-01 or 0200.0000.0000.0001)" % (what, text))
     return int.from_bytes(octets, "big")
 
 
+class _Number:  # pylint: disable=too-few-public-methods
+    """A JSON number, not converted: Go decodes (or skips) numbers of any length, Python refuses ints of more than
+    4,300 digits; a number is never a value the operator reads from this file."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def _go_text_errors(error):
+    """The decode error handler of :func:`go_text`: one U+FFFD per invalid byte."""
+    return "\ufffd" * (error.end - error.start), error.end
+
+
+codecs.register_error("rdma_k8s_node_go_utf8", _go_text_errors)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def go_text(data):
+    """File bytes as Go's ``encoding/json`` sees the strings in them: each byte of an invalid UTF-8 sequence is one
+    U+FFFD (``utf8.DecodeRune``), where Python's ``replace`` gives one per maximal invalid subpart."""
+    return data.decode("utf-8", "rdma_k8s_node_go_utf8") if isinstance(data, bytes) else data
+
+
 def _go_string(value, where):
-    """A Go string field: None (JSON null) leaves it as it is; any other non-string fails the whole file."""
+    """A Go string field: None (JSON null) leaves it as it is; any other non-string fails the whole file.  A lone
+    surrogate escape (``\\ud800``) is U+FFFD, as Go decodes it."""
     if value is not None and not isinstance(value, str):
         raise ParseError("%s must be a JSON string: the operator cannot decode the file (json: cannot unmarshal %s)"
-                         % (where, type(value).__name__))
-    return value
+                         % (where, "number" if isinstance(value, _Number) else type(value).__name__))
+    return _SURROGATE.sub("\ufffd", value) if value else value
 
 
 def _decode_object(pairs, fields, where):
@@ -215,9 +244,11 @@ def _reject_constant(name):
 def decode_pool(text, source=OPERATOR_POOL_FILE):
     """The pool file decoded as the operator's ``readJSONConfig`` decodes it: ``[{"pciAddress", "pfGuid", "guids",
     "guidsRange": {"start", "end"}, "ignored": [...], "duplicates": [...]}]`` (absent values None), or a ParseError
-    for what makes ``json.Unmarshal`` fail (the operator then fails the whole file)."""
+    for what makes ``json.Unmarshal`` fail (the operator then fails the whole file).  ``text`` may be the file's
+    bytes (decoded by :func:`go_text`)."""
     try:
-        data = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+        data = json.loads(go_text(text), object_pairs_hook=_pairs_hook, parse_constant=_reject_constant,
+                          parse_int=_Number)
     except (ValueError, RecursionError) as exc:
         raise ParseError("%s is not valid JSON: %s" % (source, exc)) from exc
     if data is None:
@@ -264,7 +295,7 @@ def _hint(entry):
         ", ".join(repr(k) for k in keys), ", ".join(repr(_DOC_KEYS[k]) for k in keys))) if keys else ""
 
 
-def parse_pool(text, source=OPERATOR_POOL_FILE, links=None):
+def parse_pool(text, source=OPERATOR_POOL_FILE, links=None, bare_hex=False):
     """The operator's pool file, checked as ``getIbGUIDConfig`` checks it, in its order: per entry ``pciAddress`` *or*
     ``pfGuid`` (resolved to the PCI address of the first of ``links`` whose hardware address string equals it, when
     ``links`` = ``[(netdev, address, pci_address or None)]`` is given), then ``guids`` *or* a complete ``guidsRange``
@@ -272,7 +303,10 @@ def parse_pool(text, source=OPERATOR_POOL_FILE, links=None):
     (start, end), "ignored": [keys]}]``; a ParseError names the first entry the operator refuses (it then refuses the
     whole file).  A ``pfGuid`` that is a link address as Go prints it (6 or 20 octets, lowercase, colons) but of no
     link present now is kept with ``"unresolved": True``: the link may come later (at boot), and the operator resolves
-    it when it starts.  The documented snake_case keys are ignored by the code, as any unknown key; the error says so."""
+    it when it starts.  The documented snake_case keys are ignored by the code, as any unknown key; the error says so.
+    ``text`` may be the file's bytes (:func:`go_text`); ``bare_hex``: GUIDs as an operator built with Go 1.26 reads
+    them (:func:`parse_mac`; checked against the operator's own code built so, tests/unit/plugins/modules/
+    test_ib_vf_guids_operator_real.py)."""
     entries = []
     for number, raw in enumerate(decode_pool(text, source)):
         where = "%s entry %d" % (source, number)
@@ -301,8 +335,11 @@ def parse_pool(text, source=OPERATOR_POOL_FILE, links=None):
                                      "it, lowercase, e.g. an IPoIB netdev's 20 octets): it refuses the whole file"
                                      % (where, raw["pfGuid"]))
                 elif match[0] is None:
-                    raise ParseError("%s pfGuid %r is the address of a network interface without a PCI device: the "
-                                     "operator refuses the whole file" % (where, raw["pfGuid"]))
+                    # its network helper's Readlink of /sys/class/net/<link>/device fails with ENOENT, wrapped with
+                    # %w up to infiniband.New, which takes it for a missing pool file (errors.Is fs.ErrNotExist)
+                    raise ParseError("%s pfGuid %r is the address of a network interface without a device link: the "
+                                     "operator ignores the whole file, as if it did not exist, and gives every VF a "
+                                     "random GUID" % (where, raw["pfGuid"]))
                 else:
                     entry["pci_address"] = match[0]
         span = raw["guidsRange"]
@@ -316,10 +353,11 @@ def parse_pool(text, source=OPERATOR_POOL_FILE, links=None):
             raise ParseError("%s has both guids and guidsRange: sriov-network-operator needs exactly one of guids and "
                              "guidsRange" % where)
         if raw["guids"]:
-            entry["guids"] = [parse_go_guid(item, "%s guids[%d]" % (where, index)) for index, item in enumerate(raw["guids"])]
+            entry["guids"] = [parse_go_guid(item, "%s guids[%d]" % (where, index), bare_hex)
+                              for index, item in enumerate(raw["guids"])]
         else:
-            start = parse_go_guid(span["start"], where + " guidsRange.start")
-            end = parse_go_guid(span["end"], where + " guidsRange.end")
+            start = parse_go_guid(span["start"], where + " guidsRange.start", bare_hex)
+            end = parse_go_guid(span["end"], where + " guidsRange.end", bare_hex)
             if end < start:
                 raise ParseError("%s guidsRange end is below its start" % where)
             entry["range"] = (start, end)
@@ -387,14 +425,18 @@ def _spelled_twice(entry):
 def render_pool(existing, pci_address, guids, links=None):
     """Pool file text with this PF's entry (``pciAddress`` + ``guids``) written last, so that the operator's map keeps
     it whatever else the file says about the PF; entries whose ``pciAddress`` names this PF are replaced, every other
-    entry is kept as it is, in its place.  ``existing`` is the current text or None.  Without GUIDs (no VFs) the entry
+    entry is kept as it is, in its place.  ``existing`` is the current text (or bytes: :func:`go_text`) or None.  Without GUIDs (no VFs) the entry
     is left out, as the operator refuses an entry without any; when nothing is left the result is None (no file: the
     operator then generates random GUIDs, where an empty list would make it refuse every VF).  A file the operator would
     refuse (any entry, see :func:`parse_pool`; ``links`` resolve pfGuid entries) is a ParseError: writing our entry
     into it would not make the operator use it."""
+    existing = go_text(existing)
     if existing and existing.strip():
         parse_pool(existing, links=links)
-        data = json.loads(existing, object_pairs_hook=_pairs_hook)
+        try:
+            data = json.loads(existing, object_pairs_hook=_pairs_hook)
+        except ValueError as exc:  # a number of more than 4,300 digits (the operator skips it): no rewrite
+            raise ParseError("%s cannot be rewritten keeping its other entries: %s" % (OPERATOR_POOL_FILE, exc)) from exc
         if data is None:
             data = []
         for number, entry in enumerate(data):

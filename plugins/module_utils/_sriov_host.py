@@ -658,7 +658,7 @@ def run_ib_vf_guids(module):
     pool_entry = None
     links = node_links(host) if scheme == "pool_file" or export else None
     if scheme == "pool_file":
-        text = host.read_text(params["pool_file"])
+        text = host.read_bytes(params["pool_file"])  # decoded as Go's encoding/json sees it (_guid.go_text)
         if text is None:
             raise InputError("scheme=pool_file but %s does not exist" % params["pool_file"])
         entries = _guid.parse_pool(text, params["pool_file"], links)
@@ -710,7 +710,8 @@ def run_ib_vf_guids(module):
     pool_plan = None
     if export:
         existing = observe_file(host, params["pool_file"])
-        text = _guid.render_pool(existing.content if existing.exists else None, pf["pci_address"], desired, links)
+        text = _guid.render_pool(host.read_bytes(params["pool_file"]) if existing.exists else None, pf["pci_address"],
+                                 desired, links)
         pool_plan = plan_file(existing, text, 0o644)
         if pool_plan.changed:
             result.add(pool_plan.action(), pool_plan.diff() if module._diff else None)

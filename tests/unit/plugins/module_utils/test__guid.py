@@ -115,7 +115,7 @@ def test_pool_file_operator_keys():
     node_guid = OPERATOR_FILE.replace(IPOIB_ADDRESS, "a0:88:c2:03:00:55:1e:21")
     with pytest.raises(ParseError, match="entry 1 pfGuid .* matches no network interface.* and cannot be one"):
         g.parse_pool(node_guid, links=[("eth0", "52:54:00:12:34:56", "0000:00:03.0")])
-    with pytest.raises(ParseError, match="without a PCI device"):
+    with pytest.raises(ParseError, match="without a device link: the operator ignores the whole file, as if it did not"):
         g.parse_pool(OPERATOR_FILE, links=[("bond0", IPOIB_ADDRESS, None)])
 
 
@@ -201,13 +201,16 @@ def test_plan_conflict_with_taken():
 
 
 # -- found by the fuzz suite (tests/unit/fuzz/test_guid.py) --------------------------------------------------------
-@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "[" + "1" * 5000 + "]", "{", "not json"])
-def test_hostile_pool_files_are_parse_errors(text):
+@pytest.mark.parametrize("text, why", [("[" * 5000 + "]" * 5000, "is not valid JSON"),
+                                       ("[" + "1" * 5000 + "]", "entry 0 is not a JSON object"),
+                                       ("{", "is not valid JSON"), ("not json", "is not valid JSON")])
+def test_hostile_pool_files_are_parse_errors(text, why):
     """json.loads raised RecursionError (deep nesting) and ValueError (a 5,000-digit integer) past parse_pool, and
-    render_pool did not catch even a JSONDecodeError."""
-    with pytest.raises(ParseError, match="^/etc/sriov-operator/infiniband/guids is not valid JSON"):
+    render_pool did not catch even a JSONDecodeError.  A 5,000-digit number is JSON (Go decodes it and refuses it as
+    an entry; elsewhere in an entry it skips it: test_ib_vf_guids_operator_real.py)."""
+    with pytest.raises(ParseError, match="^/etc/sriov-operator/infiniband/guids " + why):
         g.parse_pool(text)
-    with pytest.raises(ParseError, match="^/etc/sriov-operator/infiniband/guids is not valid JSON"):
+    with pytest.raises(ParseError, match="^/etc/sriov-operator/infiniband/guids " + why):
         g.render_pool(text, "0000:3b:00.0", [1])
 
 
@@ -301,3 +304,20 @@ def test_render_pool_keeps_others_in_place_writes_ours_last_and_refuses_what_the
     assert g.render_pool(new, "0000:18:00.0", []) == json.dumps([other], indent=2) + "\n"
     assert g.render_pool(json.dumps([{"pciAddress": "0000:18:00.0", "guids": ["02:00:00:00:00:00:00:07"]}]),
                          "0000:18:00.0", []) is None
+
+
+def test_pool_bytes_and_numbers_as_go_reads_them():
+    """Found by the differential against the operator's own code (test_ib_vf_guids_operator_real.py): Go decodes each
+    byte of invalid UTF-8 in a string as one U+FFFD and a lone surrogate escape as U+FFFD; it skips a number of any
+    length in an unknown key (Python's int() refuses more than 4,300 digits)."""
+    guid = '"guids": ["02:00:00:00:00:00:00:01"]'
+    assert g.parse_pool(b'[{"pciAddress": "a\xe2\x82b", %s}]' % guid.encode())[0]["pci_address"] == "a\ufffd\ufffdb"
+    assert g.parse_pool('[{"pciAddress": "\\ud800", %s}]' % guid)[0]["pci_address"] == "\ufffd"
+    huge = '[{"pciAddress": "x", %s, "z": %s}]' % (guid, "9" * 5000)
+    assert g.parse_pool(huge)[0]["guids"] == [0x0200000000000001]
+    with pytest.raises(ParseError, match="cannot be rewritten keeping its other entries"):
+        g.render_pool(huge, "0000:3b:00.0", [1])
+    with pytest.raises(ParseError, match="is not a GUID sriov-network-operator accepts"):
+        g.parse_pool('[{"pciAddress": "x", "guids": ["02aabbccddeeff01"]}]')
+    assert g.parse_pool('[{"pciAddress": "x", "guids": ["02aabbccddeeff01"]}]', bare_hex=True)[0]["guids"] == [
+        0x02AABBCCDDEEFF01]
