@@ -10,8 +10,10 @@ revision (``git archive``), interleaved, on the same rendered ``dgx-h100`` node 
   with ``ANSIBLE_KEEP_REMOTE_FILES``), run by ``/usr/bin/python3`` without ``PYTHONUNBUFFERED`` (as
   ``bench_fleet.write_timed_interpreter``); user+sys CPU, median of ``--repeat`` runs.  Also its payload size.
 * ``result``: what the controller does with one host's result, the way ansible-core handles every module result:
-  the worker's JSON decode (the module decoder), the queue to the main process (pickle) and the registered
-  variable's copy (``module_response_deepcopy``, ``strip_internal_keys``); then, separately, the callbacks' copy
+  the worker's JSON decode (the module decoder), the gather action's JSON text of the facts (a tree whose
+  ``rdma_audit_gather`` returns ``rdma_facts_json``) or ansible-core's two ``namespace_facts`` copies of
+  ``ansible_facts`` (an older tree), the queue to the main process (pickle) and the registered variable's copy
+  (``module_response_deepcopy``, ``strip_internal_keys``); then, separately, the callbacks' copy
   (the same two, and ``transform_to_native_types``, which the default callback triggers by reading
   ``result.result``).  Both grow with the size of ``ansible_facts.rdma``.
 * ``audit``: the ``rdma.k8s_node.rdma_audit`` filter through Ansible's templar over ``--hosts`` hosts holding that
@@ -119,7 +121,7 @@ def controller(tree: str, result_file: str, hosts: int, repeat: int) -> dict:
     from ansible.plugins.loader import init_plugin_loader
     from ansible.template import Templar, trust_as_template
     from ansible.utils.vars import transform_to_native_types
-    from ansible.vars.clean import module_response_deepcopy, strip_internal_keys
+    from ansible.vars.clean import module_response_deepcopy, namespace_facts, strip_internal_keys
 
     init_plugin_loader([tree, str(COLLECTIONS)])
     from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit  # the tree's own
@@ -127,8 +129,20 @@ def controller(tree: str, result_file: str, hosts: int, repeat: int) -> dict:
     text = pathlib.Path(result_file).read_text(encoding="utf-8")
     decoder = get_module_decoder("legacy", Direction.MODULE_TO_CONTROLLER)
 
+    try:  # the tree's gather action: the facts as JSON text (rdma_facts_json) since session 11, else ansible_facts
+        from ansible_collections.rdma.k8s_node.plugins.action import rdma_audit_gather as gather
+        facts_key = getattr(gather, "FACTS_KEY", None)
+    except ImportError:  # a tree from before the action
+        facts_key = None
+
     def one_result():
         data = json.loads(text, cls=decoder)  # the worker parses the module's stdout
+        if facts_key:  # rdma_audit_gather: the facts leave ansible_facts as one string (as the action encodes them)
+            facts = data.pop("ansible_facts", {}).get("rdma")
+            data[facts_key] = gather._ENCODER.encode(facts)  # pylint: disable=protected-access
+        else:  # ansible_facts: namespace_facts' copy in the worker (task_executor.py does it twice)
+            namespace_facts(data["ansible_facts"])
+            namespace_facts(data["ansible_facts"])
         data = pickle.loads(pickle.dumps(data, pickle.HIGHEST_PROTOCOL))  # worker -> main process
         return data, strip_internal_keys(module_response_deepcopy(data))  # the registered variable
 
