@@ -48,9 +48,9 @@ DOC_POOL = "sriov-network-operator/doc-example/etc/sriov-operator/infiniband/gui
 
 #: links of the differential's node: (netdev, address as Linux prints it, PCI address or None)
 IPOIB = "00:00:10:87:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:55:1e:20"
-LINKS = [("lo", "00:00:00:00:00:00", None), ("ibp24s0", IPOIB, "0000:18:00.0"),
+LINKS = (("lo", "00:00:00:00:00:00", None), ("ibp24s0", IPOIB, "0000:18:00.0"),
          ("enp41s0f0np0", "a0:88:c2:55:2a:40", "0000:29:00.0"),
-         ("ib-virt", "00:00:10:87:fe:80:00:00:00:00:00:00:02:00:00:00:00:00:00:01", None)]
+         ("ib-virt", "00:00:10:87:fe:80:00:00:00:00:00:00:02:00:00:00:00:00:00:01", None))
 SETTINGS = settings(max_examples=300, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.large_base_example, HealthCheck.filter_too_much])
