@@ -14,8 +14,11 @@ node:
    For a layer built as a room (netns, sysctl) the audit's evidence is the module's check-mode plan itself: the audit
    runs the module's planner on rdma_facts' ``layers.<name>``, so its ``planned: [...]`` equals the module's actions.
 
-The kernel boot arguments (GRUB tooling), drivers, containerd and the kubelet are proved by their molecule
-scenarios (real containerd, the VM's real kernel and real kubelet): they do not run in-process here.
+containerd (a room too) runs here with the safety suite's stand-in for containerd 1.6, 1.7 and 2.1 on every archetype:
+converged it audits ok; its config.toml or unit drop-in changed behind the module's back, only containerd drifts and
+``containerd.config``'s evidence is containerd_rdma's check-mode plan.  Real containerd is molecule's ``runtime``.
+The kernel boot arguments (GRUB tooling), drivers and the kubelet are proved by their molecule scenarios (the VM's
+real kernel and real kubelet): they do not run in-process here.
 """
 
 import contextlib
@@ -25,11 +28,13 @@ import tempfile
 
 import jinja2
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
-from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, rdma_facts, rdma_netns, sriov_vfs, sysctl_dropin
+from ansible_collections.rdma.k8s_node.plugins.modules import (
+    containerd_rdma, ib_vf_guids, rdma_facts, rdma_netns, sriov_vfs, sysctl_dropin,
+)
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._sysctl_settings import rdma_sysctl_settings
 from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module
@@ -354,3 +359,126 @@ def test_sysctl_drift_evidence_is_the_modules_check_mode_plan(archetype, how, da
             # the interface view agrees: all's value at boot is not the desired one any more
             arp = dict((c["subject"], c) for c in found["sysctl"] if c["id"] == "sysctl.arp")
             assert arp["all"]["status"] == "drift", what
+
+
+# -- containerd (a room: its audit runs containerd_rdma's planner on rdma_facts' layers.containerd) -----------------
+CONTAINERD_VERSIONS = ((1, 6), (1, 7), (2, 1))
+CONTAINERD_UNIT = "/lib/systemd/system/containerd.service"
+# a version 2 config as distribution packages ship it (1.6/1.7; 2.x reads and migrates it), with a runc runtime
+CONTAINERD_CONFIG = """version = 2
+
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "runc"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+"""
+
+
+@contextlib.contextmanager
+def containerd_on(node, mp, version):
+    """containerd ``version`` on the simulated node: its unit, config.toml, the binaries (the safety suite's
+    stand-in answers ``containerd --version``, ``config dump`` and ``ctr oci spec`` from the node's files); no
+    systemd runs in the simulator (``systemctl`` cannot be asked), so no daemon-reload is planned."""
+    from unit.safety import nodes  # pylint: disable=import-outside-toplevel
+    root = pathlib.Path(node.root)
+    unit = root / CONTAINERD_UNIT.lstrip("/")
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text("[Service]\nExecStart=/usr/bin/containerd\nLimitNOFILE=infinity\n", encoding="utf-8")
+    (root / "etc/containerd").mkdir(parents=True, exist_ok=True)
+    (root / "etc/containerd/config.toml").write_text(CONTAINERD_CONFIG, encoding="utf-8")
+    nodes.tool(root, "/usr/bin/containerd")
+    nodes.tool(root, "/usr/bin/ctr")
+    tools = nodes.FakeTools(root)
+    fake = nodes.FakeContainerd(root, version)
+    tools.handlers.update(containerd=fake, ctr=fake,
+                          systemctl=lambda argv: (1, "", "System has not been booted with systemd as init system\n"))
+    tools.install(mp)
+    tools.activate()
+    try:
+        yield tools
+    finally:
+        nodes._ACTIVE["tools"] = None  # pylint: disable=protected-access
+
+
+def containerd_role_defaults():
+    """roles/containerd_rdma/defaults/main.yml (the module options the audit's desired state does not hold)."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    return yaml.safe_load((REPO / "roles/containerd_rdma/defaults/main.yml").read_text(encoding="utf-8"))
+
+
+def containerd_call(desired):
+    """roles/containerd_rdma's module call (its defaults, the drawn memlock and CDI)."""
+    DEFAULTS = containerd_role_defaults()  # pylint: disable=invalid-name,redefined-outer-name
+    return ("containerd", containerd_rdma.main, {
+        "memlock": desired["containerd_rdma_memlock"], "config": DEFAULTS["containerd_rdma_config"],
+        "base_runtime_spec": DEFAULTS["containerd_rdma_base_runtime_spec"], "runtimes": DEFAULTS["containerd_rdma_runtimes"],
+        "cdi": desired["containerd_rdma_cdi"], "cdi_spec_dirs": DEFAULTS["containerd_rdma_cdi_spec_dirs"],
+        "edit_imports": DEFAULTS["containerd_rdma_edit_imports"], "edit_generated": DEFAULTS["containerd_rdma_edit_generated"],
+        "service": DEFAULTS["containerd_rdma_service"], "restart": DEFAULTS["containerd_rdma_restart_ok"],
+        "restart_timeout": DEFAULTS["containerd_rdma_restart_timeout"], "backup": DEFAULTS["containerd_rdma_backup"]})
+
+
+def audit_all(mp, node, desired, layers):
+    """:func:`audit` over ``layers`` (the containerd layer with the others)."""
+    wanted = dict(DEFAULTS, **desired)
+    facts = facts_of(mp, node)
+    assert facts["layers"]["containerd"] is not None and facts["layers"]["containerd"]["observed"], facts["problems"]
+    found = dict((layer, []) for layer in layers + ("facts",))
+    for check in _audit.audit_host(facts, wanted, layers=list(layers)):
+        if check["status"] != "ok":
+            found[check["layer"]].append(check)
+    return found
+
+
+def perturb_containerd(node, desired, how):
+    """containerd's files changed behind the module's back: CDI switched off in config.toml (``config``), the
+    collection's unit drop-in given another LimitMEMLOCK (``dropin``)."""
+    root = pathlib.Path(node.root)
+    if how == "config":
+        path = root / "etc/containerd/config.toml"
+        text = path.read_text(encoding="utf-8")
+        assert "enable_cdi = true" in text, text
+        path.write_text(text.replace("enable_cdi = true", "enable_cdi = false"), encoding="utf-8")
+        return "config.toml: enable_cdi = false"
+    path = root / "etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf"
+    path.write_text("[Service]\nLimitMEMLOCK=65536\n", encoding="utf-8")
+    return "%s: LimitMEMLOCK=65536" % path.name
+
+
+@pytest.mark.parametrize("archetype", ARCHETYPES)
+@pytest.mark.parametrize("how", ("config", "dropin"))
+@settings(max_examples=1, deadline=None, database=None, derandomize=True, phases=(Phase.generate,),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_containerd_drift_evidence_is_the_modules_check_mode_plan(archetype, how, data, monkeypatch):  # pylint: disable=unused-argument
+    """The containerd room on every archetype (containerd 1.6, 1.7 or 2.1): converged with the other layers, the
+    containerd layer audits ok; its config.toml or its unit drop-in changed behind the module's back, only containerd
+    drifts, and the audit's evidence (``containerd.config``) is exactly containerd_rdma's check-mode plan."""
+    layers = LAYERS + ("containerd",)
+    with converged_node(archetype, data) as (mp, node, facts, desired, made):
+        # (1.6 has no CDI: the config perturbation, CDI switched off, needs 1.7 or later)
+        version = data.draw(st.sampled_from(CONTAINERD_VERSIONS if how == "dropin" else CONTAINERD_VERSIONS[1:]),
+                            label="containerd")
+        desired = dict(desired, containerd_rdma_memlock=data.draw(st.sampled_from(("unlimited", "64M", "1073741824")),
+                                                                  label="memlock"),
+                       containerd_rdma_cdi=data.draw(st.booleans(), label="cdi") if version >= (1, 7) else False)
+        if how == "config":
+            desired["containerd_rdma_cdi"] = True
+        with containerd_on(node, mp, version):
+            layer, main, args = containerd_call(desired)
+            args = dict(args, host_root=str(node.root))
+            run_module(mp, main, args)
+            made = made + [(layer, main, args)]
+            assert not run_module(mp, main, args, check=True)["changed"]
+            found = audit_all(mp, node, desired, layers)
+            assert found == dict((name, []) for name in layers + ("facts",)), json.dumps(found, indent=1)
+            what = perturb_containerd(node, desired, how)
+            found = audit_all(mp, node, desired, layers)
+            assert sorted(name for name, checks in found.items() if checks) == ["containerd"], (what, found)
+            [config] = [check for check in found["containerd"] if check["id"] == "containerd.config"]
+            actions = planned_actions(mp, made, "containerd")
+            assert config["status"] == "drift" and config["detail"] == "planned: %s" % actions, (what, config, actions)
+            target = "/etc/containerd/config.toml" if how == "config" else \
+                "/etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf"
+            assert [a["target"] for a in actions] == [target], (what, actions)
