@@ -423,16 +423,18 @@ def _spelled_twice(entry):
 
 
 def render_pool(existing, pci_address, guids, links=None):
-    """Pool file text with this PF's entry (``pciAddress`` + ``guids``) written last, so that the operator's map keeps
-    it whatever else the file says about the PF; entries whose ``pciAddress`` names this PF are replaced, every other
-    entry is kept as it is, in its place.  ``existing`` is the current text (or bytes: :func:`go_text`) or None.  Without GUIDs (no VFs) the entry
+    """Pool file text with this PF's entry (``pciAddress`` + ``guids``) last among the entries that can name the PF,
+    so that the operator's map keeps it whatever else the file says about the PF: in the place of the PF's last entry
+    when nothing after it can name the PF (a second pass over several PFs then changes nothing), else at the end;
+    other entries whose ``pciAddress`` names this PF are dropped, every other entry is kept as it is, in its place.  ``existing`` is the current text (or bytes: :func:`go_text`) or None.  Without GUIDs (no VFs) the entry
     is left out, as the operator refuses an entry without any; when nothing is left the result is None (no file: the
     operator then generates random GUIDs, where an empty list would make it refuse every VF).  A file the operator would
     refuse (any entry, see :func:`parse_pool`; ``links`` resolve pfGuid entries) is a ParseError: writing our entry
     into it would not make the operator use it."""
     existing = go_text(existing)
+    parsed = []
     if existing and existing.strip():
-        parse_pool(existing, links=links)
+        parsed = parse_pool(existing, links=links)
         try:
             data = json.loads(existing, object_pairs_hook=_pairs_hook)
         except ValueError as exc:  # a number of more than 4,300 digits (the operator skips it): no rewrite
@@ -447,13 +449,30 @@ def render_pool(existing, pci_address, guids, links=None):
     else:
         data = []
     wanted = pci_address.lower()
-    kept = [entry for entry in data if not (isinstance(entry, dict) and isinstance(entry.get("pciAddress"), str)
-                                            and entry["pciAddress"].lower() == wanted)]
-    if guids:
-        kept.append({"pciAddress": pci_address, "guids": [format_guid(guid) for guid in guids]})
-    elif not kept:
-        return None  # an empty list would make the operator refuse every VF ("no guid pool"); no file makes it random
+    ours = [index for index, entry in enumerate(data) if isinstance(entry, dict)
+            and isinstance(entry.get("pciAddress"), str) and entry["pciAddress"].lower() == wanted]
+    kept = [entry for index, entry in enumerate(data) if index not in ours]
+    if not guids:
+        return json.dumps(kept, indent=2) + "\n" if kept else None  # no file: the operator makes random GUIDs
+    mine = {"pciAddress": pci_address, "guids": [format_guid(guid) for guid in guids]}
+    if ours and _last_word(parsed[ours[-1] + 1:], wanted):
+        # the PF's entry stays where it is when nothing after it can name the PF: the operator's map ends the same,
+        # and a pass over several PFs of one file leaves it as it is (moving each PF last would reorder it every run)
+        kept.insert(ours[-1] - len(ours) + 1, mine)
+    else:
+        kept.append(mine)
     return json.dumps(kept, indent=2) + "\n"
+
+
+def _last_word(later, wanted):
+    """Whether no entry of ``later`` (parse_pool's entries after the PF's own) can name the PF ``wanted``: none with
+    its PCI address, none whose pfGuid is unresolved (a link that may be the PF's, or no links were given)."""
+    for entry in later:
+        if (entry.get("pci_address") or "").lower() == wanted:
+            return False
+        if "pf_guid" in entry and (entry.get("unresolved") or "pci_address" not in entry):
+            return False
+    return True
 
 
 # -- the plan -----------------------------------------------------------------------------------------------------

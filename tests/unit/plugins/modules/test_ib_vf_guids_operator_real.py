@@ -183,8 +183,6 @@ def test_every_ib_pf_of_the_node_in_one_file(monkeypatch, dgx, operator):
     assert read["pools"][pcis["ibp79s0"]] == {"guids": ["02:aa:00:00:00:00:00:01"]}  # the list, as Go prints it
 
 
-@pytest.mark.xfail(strict=True, reason="render_pool moves this PF's entry last on every run: with several PFs in one "
-                   "file, the second pass over them rewrites it each time (same content for the operator, new order)")
 def test_a_second_pass_over_every_pf_changes_nothing(monkeypatch, dgx, operator):
     for netdev in ("ibp24s0", "ibp79s0"):
         with_vfs(monkeypatch, dgx, netdev, 1)
