@@ -89,8 +89,14 @@ class ActionModule(ActionBase):
             return dict(result, unreachable=True, msg=str(exc), rdma_audit_desired=desired)
         facts = module.pop("ansible_facts", None)
         result.update(module)
-        if isinstance(facts, dict) and isinstance(facts.get("rdma"), dict):
-            result[FACTS_KEY] = _ENCODER.encode(facts["rdma"])
+        if isinstance(facts, dict):
+            if isinstance(facts.get("rdma"), dict):
+                result[FACTS_KEY] = _ENCODER.encode(facts["rdma"])
+            # every other fact stays a fact: ansible-core's discovered_interpreter_python, which the host's later
+            # module tasks would otherwise discover again (one more round trip each)
+            others = dict((key, value) for key, value in facts.items() if key != "rdma")
+            if others:
+                result["ansible_facts"] = others
         result["rdma_audit_desired"] = desired
         if not result.get("failed") and not result.get("unreachable"):
             # the callbacks get a censored copy instead of a deep copy of the facts' ~4,600 values, which the stdout

@@ -426,9 +426,10 @@ def render_pool(existing, pci_address, guids, links=None):
     """Pool file text with this PF's entry (``pciAddress`` + ``guids``) last among the entries that can name the PF,
     so that the operator's map keeps it whatever else the file says about the PF: in the place of the PF's last entry
     when nothing after it can name the PF (a second pass over several PFs then changes nothing), else at the end;
-    other entries whose ``pciAddress`` names this PF are dropped, every other entry is kept as it is, in its place.  ``existing`` is the current text (or bytes: :func:`go_text`) or None.  Without GUIDs (no VFs) the entry
-    is left out, as the operator refuses an entry without any; when nothing is left the result is None (no file: the
-    operator then generates random GUIDs, where an empty list would make it refuse every VF).  A file the operator would
+    other entries whose ``pciAddress`` names this PF are dropped, every other entry is kept as it is, in its place.
+    ``existing`` is the current text (or bytes: :func:`go_text`) or None.  Without GUIDs (no VFs) the entry is left
+    out, as the operator refuses an entry without any; when nothing is left the result is None (no file: the operator
+    then generates random GUIDs, where an empty list would make it refuse every VF).  A file the operator would
     refuse (any entry, see :func:`parse_pool`; ``links`` resolve pfGuid entries) is a ParseError: writing our entry
     into it would not make the operator use it."""
     existing = go_text(existing)
@@ -436,8 +437,9 @@ def render_pool(existing, pci_address, guids, links=None):
     if existing and existing.strip():
         parsed = parse_pool(existing, links=links)
         try:
-            data = json.loads(existing, object_pairs_hook=_pairs_hook)
-        except ValueError as exc:  # a number of more than 4,300 digits (the operator skips it): no rewrite
+            data = json.loads(existing, object_pairs_hook=_pairs_hook, parse_float=_finite_float)
+        except ValueError as exc:  # a number of more than 4,300 digits or beyond a float (the operator skips both
+            # in keys it ignores; written back they would be refused: Infinity is not JSON): no rewrite
             raise ParseError("%s cannot be rewritten keeping its other entries: %s" % (OPERATOR_POOL_FILE, exc)) from exc
         if data is None:
             data = []
@@ -462,6 +464,15 @@ def render_pool(existing, pci_address, guids, links=None):
     else:
         kept.append(mine)
     return json.dumps(kept, indent=2) + "\n"
+
+
+def _finite_float(text):
+    """A JSON number with a fraction or exponent as a float, refused (ValueError) when it is beyond a float's range:
+    json.dumps would write it back as Infinity, which no JSON reader (the operator's included) takes."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("the number %s is beyond a float's range" % text[:40])
+    return value
 
 
 def _last_word(later, wanted):

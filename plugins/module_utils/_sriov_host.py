@@ -604,13 +604,14 @@ def _unresolved_warning(module, entries, pool_file):
 def _pool_warnings(module, host, pf, existed, text, operator, pool_file, links):
     """What a change of the pool file means for the operator: it reads the file when its daemon starts (host helpers
     created in pkg/host/manager.go), and a pool file that exists makes it take every IB VF's GUID from the file."""
-    if text is not None:
-        _unresolved_warning(module, _guid.parse_pool(text, pool_file, links), pool_file)
+    entries = _guid.parse_pool(text, pool_file, links) if text is not None else None
+    if entries is not None:
+        _unresolved_warning(module, entries, pool_file)
     if operator["running"]:
         module.warn("sriov-network-config-daemon runs and reads %s only when it starts: restart its pod (or the "
                     "node) so that it assigns these GUIDs instead of the ones it holds" % pool_file)
-    if not existed and text is not None:
-        listed = set(entry.get("pci_address") for entry in _guid.parse_pool(text, pool_file, links))
+    if not existed and entries is not None:
+        listed = set(entry.get("pci_address") for entry in entries)
         missing = [pci for pci in _pool_ib_pfs(host, pf["pci_address"]) if pci not in listed]
         if missing:
             module.warn("%s did not exist: once it does, sriov-network-operator takes every InfiniBand VF's GUID from it "

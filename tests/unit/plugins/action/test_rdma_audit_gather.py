@@ -47,6 +47,16 @@ def test_facts_come_back_as_json_text_not_ansible_facts():
     assert _audit_hosts.facts_of(result) == (FACTS, None)
 
 
+def test_the_interpreter_discovered_on_the_node_stays_a_fact():
+    """ansible-core's _execute_module puts discovered_interpreter_python into the result's ansible_facts: it must
+    reach the host's facts (else each later module task on the node discovers the interpreter again)."""
+    action, _calls = _action({}, {}, {"changed": False, "ansible_facts": {
+        "rdma": FACTS, "discovered_interpreter_python": "/usr/bin/python3"}})
+    result = action.run(task_vars={})
+    assert result["ansible_facts"] == {"discovered_interpreter_python": "/usr/bin/python3"}
+    assert json.loads(result["rdma_facts_json"]) == FACTS
+
+
 def test_a_failed_module_keeps_its_message_and_has_no_facts():
     action, _calls = _action({}, {}, {"failed": True, "msg": "host_root /nope does not exist"})
     result = action.run(task_vars={})

@@ -317,6 +317,12 @@ def test_pool_bytes_and_numbers_as_go_reads_them():
     assert g.parse_pool(huge)[0]["guids"] == [0x0200000000000001]
     with pytest.raises(ParseError, match="cannot be rewritten keeping its other entries"):
         g.render_pool(huge, "0000:3b:00.0", [1])
+    # a float beyond range in a key the operator skips: read, but written back it would be Infinity (not JSON)
+    beyond = '[{"pciAddress": "x", %s, "z": 1e400}]' % guid
+    assert g.parse_pool(beyond)[0]["guids"] == [0x0200000000000001]
+    with pytest.raises(ParseError, match="cannot be rewritten keeping its other entries: the number 1e400"):
+        g.render_pool(beyond, "0000:3b:00.0", [1])
+    assert json.loads(g.render_pool(beyond.replace("1e400", "1e300"), "0000:3b:00.0", [1]))[0]["z"] == 1e300
     with pytest.raises(ParseError, match="is not a GUID sriov-network-operator accepts"):
         g.parse_pool('[{"pciAddress": "x", "guids": ["02aabbccddeeff01"]}]')
     assert g.parse_pool('[{"pciAddress": "x", "guids": ["02aabbccddeeff01"]}]', bare_hex=True)[0]["guids"] == [
