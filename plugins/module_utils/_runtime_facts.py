@@ -4,8 +4,9 @@
 """containerd and kubelet settings for rdma_facts and the audit: running vs persisted, read-only (containerd's are the
 containerd room's observer, ``layers/containerd/observe.py``).
 
-``runtime_facts(host, commands=None)`` never writes and never fails on a missing piece: what cannot be read is
-None, and ``problems`` lists why.  Without ``commands`` (a HostCommands), only files and /proc are read.
+``runtime_facts(host, commands=None, pids=None, layers=None)`` never writes and never fails on a missing piece: what
+cannot be read is None, and ``problems`` lists why.  Without ``commands`` (a HostCommands), only files and /proc are
+read.  With ``layers`` (rdma_facts' rooms), containerd is not read again.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -95,11 +96,16 @@ def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, drop
     return out
 
 
-def runtime_facts(host, commands=None, pids=None, containerd=None):
-    """``{"containerd": {...}, "kubelet": {...}}``: the containerd room's facts (``containerd``: its
-    ``layers.containerd`` when rdma_facts has it already) without the planner's input, and :func:`kubelet_facts`."""
+def runtime_facts(host, commands=None, pids=None, layers=None):
+    """``{"containerd": {...}, "kubelet": {...}}``: the containerd room's facts without the planner's input, and
+    :func:`kubelet_facts`.  ``layers``: rdma_facts' ``layers``, whose ``containerd`` is used as it is; when the
+    room's observer failed there (None, and rdma_facts' ``problems`` says why), containerd is not observed a second
+    time: ``containerd`` is absent, as the facts of a room whose observer failed are.  Without ``layers`` containerd
+    is observed here."""
     if pids is None:
         pids = pids_of(host, ("containerd", "kubelet"))  # one pass over /proc for both
-    if containerd is None:
-        containerd = ctdh.facts(host, commands, pids=pids)
-    return {"containerd": ctdh.report_of(containerd), "kubelet": kubelet_facts(host, commands, pids=pids)}
+    out = {"kubelet": kubelet_facts(host, commands, pids=pids)}
+    containerd = ctdh.facts(host, commands, pids=pids) if layers is None else layers.get("containerd")
+    if containerd is not None:
+        out["containerd"] = ctdh.report_of(containerd)
+    return out

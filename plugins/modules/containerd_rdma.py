@@ -310,7 +310,7 @@ def run_module(module):
         result.need_restart(node.service)
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
-    _apply.apply(node, planned["want"], planned, result, backup=params["backup"],
+    _apply.apply(node, planned, result, backup=params["backup"],
                  restart=bool(planned["restart"] and params["restart"]))
     return result.as_dict(with_diff=module._diff)
 

@@ -355,6 +355,8 @@ ansible_facts:
               or its systemd unit), config file and C(--config-dir) drop-ins as layers in the kubelet's order with the
               flags that override them, the effective topology/CPU/memory manager settings and state-file policies.
             - Values that cannot be read are null, with the reason in its own C(problems) list.
+            - C(containerd) is absent when the containerd room's observer failed (C(layers.containerd) is null and
+              C(problems) says why).
           type: dict
           returned: always
           sample: {"containerd": {"version": "1.7.24", "config_version": 2}, "kubelet": {"config": null}}
@@ -473,11 +475,13 @@ ansible_facts:
               sysctl_dropin's planner on them. See docs/kernel.md.
             - C(containerd) - what C(runtime.containerd) holds (read once - C(runtime.containerd) is this section
               without C(observed)) and C(observed), what containerd_rdma's planner reads - C(version), C(service),
+              C(command) (the unit's containerd command line - C(argv), C(config), C(tool), C(data_dir), C(from)),
               C(config_files) and C(planned_files) (C(path), C(exists), C(content), C(mode), C(uid), C(gid) in
               containerd's load order; C(planned_files) with the collection's drop-in under a generated k3s/rke2
               config), C(effective) (C(containerd config dump)), C(texts) and C(specs) (the runc runtimes' base specs,
               their sources and derived copies, the default generated spec), C(oci_spec) (C(ctr oci spec) when a
-              runtime gets the generated spec), C(unit) (the unit and drop-in listing and texts), C(dropin) (the
+              runtime has no spec, the default generated one or a spec the role may name as its C(base_runtime_spec);
+              C(oci_spec_error) when it failed), C(unit) (the unit and drop-in listing and texts), C(dropin) (the
               collection's unit drop-in) and C(systemd) (whether systemd answers); V(null) without a readable config
               or dump, C(error) when a piece could not be read. The audit runs containerd_rdma's planner on them. See
               docs/containerd.md.
@@ -545,8 +549,9 @@ def main():
                                       {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc},
                                        "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")},
                                        "containerd": {"pids": pids}})
-        # runtime.containerd is the containerd room's report (its layers.containerd without the planner's input)
-        facts["runtime"] = runtime_facts(host, commands, pids, facts["layers"].get("containerd"))
+        # runtime.containerd is the containerd room's report (its layers.containerd without the planner's input),
+        # absent when the room's observer failed (a problems entry): containerd is not observed twice
+        facts["runtime"] = runtime_facts(host, commands, pids, facts["layers"])
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
     module.exit_json(changed=False, ansible_facts={"rdma": facts})

@@ -120,7 +120,7 @@ LAYERS = (
     Layer("containerd", "containerd: memlock, base runtime spec, CDI", ("containerd_rdma",),
           ("containerd_rdma_memlock", "containerd_rdma_cdi", "containerd_rdma_cdi_spec_dirs", "containerd_rdma_runtimes",
            "containerd_rdma_base_runtime_spec", "containerd_rdma_nofile", "containerd_rdma_edit_imports",
-           "containerd_rdma_edit_generated"),
+           "containerd_rdma_edit_generated", "containerd_rdma_config", "containerd_rdma_service"),
           (), ("layers", "runtime"), "docs/containerd.md", observe=_containerd_observe.facts,
           judge_ref="containerd.judge:judge", runs_tools=True, legacy_ref="containerd.judge:section_of"),
     Layer("kubelet", "kubelet Topology, CPU and memory managers", ("kubelet_topology",),

@@ -38,11 +38,12 @@ def restore(node, plans, unit_changed, restart):
     return details
 
 
-def apply(node, want, planned, result, backup=False, restart=False):
-    """Apply ``planned`` (:func:`plan.plan`): its files, reload, the checks, the restart with ``restart``.  Returns
-    the backup files, ``{edited path: backup path}`` (empty without ``backup``).  ApplyError / VerifyError after
-    putting everything back; ``result`` is the partial result the error carries."""
-    plans, unit_changed = planned["plans"], planned["unit_changed"]
+def apply(node, planned, result, backup=False, restart=False):
+    """Apply ``planned`` (:func:`plan.plan`, checked against its ``want``): its files, reload, the checks, the restart
+    with ``restart``.  ``result.extra["backup_files"]`` gets ``{edited path: backup path}`` (empty without
+    ``backup``).  ApplyError / VerifyError after putting everything back; ``result`` is the partial result the error
+    carries."""
+    want, plans, unit_changed = planned["want"], planned["plans"], planned["unit_changed"]
     steps = [step for step in planned["actions"] if step["action"] not in ("run", "restart")]
     if steps != [file_plan.action() for file_plan in plans]:
         raise ApplyError("no applier for the planned steps %r" % (planned["actions"],))  # pragma: no cover
@@ -79,7 +80,6 @@ def apply(node, want, planned, result, backup=False, restart=False):
                      % (shown, node.service, ctd.render_limit(want["memlock"])), VerifyError)
     if restart:
         restart_and_check(node, want, plans, unit_changed, result)
-    return backups
 
 
 def restart_and_check(node, want, plans, unit_changed, result):

@@ -21,17 +21,13 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, ParseError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry, desired_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 
 REMEDY = "run the containerd_rdma role"
-# the role's variables the judge reads (roles/containerd_rdma/defaults/main.yml)
-VARIABLES = ("containerd_rdma_memlock", "containerd_rdma_cdi", "containerd_rdma_cdi_spec_dirs", "containerd_rdma_runtimes",
-             "containerd_rdma_base_runtime_spec", "containerd_rdma_nofile", "containerd_rdma_edit_imports",
-             "containerd_rdma_edit_generated")
 
 
 def section_of(facts):
@@ -57,20 +53,21 @@ def _check(check_id, status, subject=None, desired=None, live=None, persisted=No
             "persisted": persisted, "remedy": remedy, "detail": detail}
 
 
-def params_of(desired, section):
-    """containerd_rdma's options as the role passes them (roles/containerd_rdma/tasks/main.yml), for the node the
-    facts describe (its service and the config it reads)."""
+def params_of(desired):
+    """containerd_rdma's options exactly as the role passes them (roles/containerd_rdma/tasks/main.yml; the role's
+    defaults where ``desired`` has none): its ``config`` and ``service`` too, which the facts may not describe
+    (:func:`plan_check` says so)."""
     spec_dirs = desired.get("containerd_rdma_cdi_spec_dirs")
     return {"memlock": str(desired.get("containerd_rdma_memlock", "unlimited")),
             "nofile": desired.get("containerd_rdma_nofile") or None,
-            "config": section.get("config_path") or ctdh.DEFAULT_CONFIG,
+            "config": desired.get("containerd_rdma_config") or ctdh.DEFAULT_CONFIG,
             "base_runtime_spec": desired.get("containerd_rdma_base_runtime_spec") or ctdh.DEFAULT_BASE_SPEC,
             "runtimes": list(desired.get("containerd_rdma_runtimes") or []),
             "cdi": desired_bool(desired, "containerd_rdma_cdi"),
             "cdi_spec_dirs": list(spec_dirs) if spec_dirs is not None else list(ctd.DEFAULT_CDI_DIRS),
             "edit_imports": desired_bool(desired, "containerd_rdma_edit_imports", False),
             "edit_generated": desired_bool(desired, "containerd_rdma_edit_generated", False),
-            "service": section.get("service") or ctdh.DEFAULT_SERVICE, "unit_dropin": None, "restart": False,
+            "service": desired.get("containerd_rdma_service") or ctdh.DEFAULT_SERVICE, "unit_dropin": None, "restart": False,
             "restart_timeout": 60}
 
 
@@ -83,8 +80,8 @@ class _Specs(dict):
     """The base specs the facts hold; a plan that reads another one cannot be judged from them."""
 
     def __missing__(self, path):
-        raise ParseError("the facts do not hold %s (rdma_facts reads the specs of the runc runtimes and the "
-                         "default generated spec): the plan for it is unknown" % path)
+        raise ParseError("the facts do not hold %s (rdma_facts reads the specs the runc runtimes name, their sources "
+                         "and derived copies, and the default generated spec): the plan for it is unknown" % path)
 
 
 def observed_of(observed, section):
@@ -100,8 +97,23 @@ def observed_of(observed, section):
             "running": None, "systemd": observed["systemd"], "mtimes": {}}
 
 
+def _module_config(observed, section, params):
+    """The config file containerd_rdma works on for the role's ``config`` on this node, decided as
+    :meth:`observe.Node.observe` does (ConflictError when the module would refuse), and None when the facts do not
+    hold it (they read the config containerd reads: the unit's ``--config``, k3s's/rke2's, else the default)."""
+    read = section.get("config_path")
+    line = observed.get("command")
+    if line is None and "command" not in observed:  # facts of an older collection: only the default is decided
+        return read if params["config"] == ctdh.DEFAULT_CONFIG else None
+    path, how = ctdh.choose_config(params["config"], params["service"], line or {})
+    ctdh.check_config({"config_path": path, "config_from": how, "command": line, "unit": section.get("unit"),
+                       "service": params["service"]}, params["config"])
+    return path if path == read else None
+
+
 def plan_check(section, desired):
-    """``containerd.config``: containerd_rdma's plan on the facts (None without the planner's input)."""
+    """``containerd.config``: containerd_rdma's plan on the facts (None without the planner's input), for the role's
+    options as its task passes them."""
     observed = section.get("observed")
     if not observed:
         return None
@@ -109,15 +121,31 @@ def plan_check(section, desired):
     if observed.get("error"):
         return _check("containerd.config", "unknown", subject, detail="containerd_rdma's plan cannot be made from the "
                       "facts: %s" % observed["error"])
-    params = params_of(desired, section)
+    params = params_of(desired)
     try:
         want = _plan.validate(params)
-        planned = _plan.plan(want, params, observed_of(observed, section))
+        if params["service"] != observed["service"]:
+            return _check("containerd.config", "unknown", subject, detail=(
+                "the role configures the service %s (containerd_rdma_service), and rdma_facts read containerd as %s "
+                "runs it (the first of containerd, k3s, k3s-agent, rke2-server, rke2-agent with a unit file): the "
+                "plan for %s cannot be made from these facts; set containerd_rdma_service to the unit that runs "
+                "containerd here" % (params["service"], observed["service"], params["service"])))
+        if _module_config(observed, section, params) is None:
+            return _check("containerd.config", "unknown", subject, detail=(
+                "the role configures %s (containerd_rdma_config), and rdma_facts read %s, the config containerd "
+                "reads here: the plan for %s cannot be made from these facts" % (params["config"], subject,
+                                                                                 params["config"])))
+        planner_input = observed_of(observed, section)
+        _plan.refuse_service(planner_input["base"], params["service"])
+        planned = _plan.plan(want, params, planner_input)
     except ConflictError as exc:
         return _check("containerd.config", "fail", subject, remedy="see docs/containerd.md: containerd_rdma refuses "
                       "this node", detail=exc.msg)
     except RdmaNodeError as exc:
-        return _check("containerd.config", "unknown", subject, detail=exc.msg)
+        detail = exc.msg
+        if observed.get("oci_spec_error") and "ctr oci spec" in detail:
+            detail = "%s (%s)" % (detail, observed["oci_spec_error"])
+        return _check("containerd.config", "unknown", subject, detail=detail)
     work = planned["actions"]
     return _check("containerd.config", "drift" if work else "ok", subject, desired=params["memlock"],
                   live=planned["report"].get("unit_memlock"), remedy=REMEDY if work else None,
@@ -191,7 +219,8 @@ def override_checks(section, desired):
     collection needs to another value, by the same rule as the module (``rules.containerd_override_checks``)."""
     if section.get("key_sources") is None:
         return []  # facts of an older collection version
-    wanted = dict((var, desired[var]) for var in VARIABLES if desired.get(var) is not None)
+    variables = _registry.by_name("containerd").variables
+    wanted = dict((var, desired[var]) for var in variables if desired.get(var) is not None)
     return [_check("containerd.override", "fail", subject=item["key"], desired=item["wanted"], live=item["found"],
                    persisted=item["winner"], detail=item.get("detail"),
                    remedy="remove %s from %s, or make it the value the collection needs (%s)"

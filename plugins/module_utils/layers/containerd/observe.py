@@ -260,7 +260,7 @@ def read_version(host, commands, config):
 
 
 def dump(host, commands, config, exists):
-    """:func:`_containerd.effective` of ``containerd config dump`` of the node's files (``config default`` when there
+    """:func:`rules.effective` of ``containerd config dump`` of the node's files (``config default`` when there
     is no config file: containerd 1.7 refuses to dump without one)."""
     if exists:
         text = run(host, commands, ["containerd", "--config", config, "config", "dump"], "check its configuration", config)
@@ -292,8 +292,8 @@ def observe(host, commands=None, config=DEFAULT_CONFIG, service=DEFAULT_SERVICE,
     or ``caller``), ``template`` (k3s/rke2: ``{"path", "exists"}``, else None), ``files`` ([(path, FileState,
     Document)] in load order, None when unreadable), ``imports`` (the imported paths), ``generated_config`` (None or
     ``{"tool", "header", "path"}``), ``installed`` (None without ``commands``), ``version`` (tuple or None),
-    ``effective`` (:func:`_containerd.effective` of ``config dump``, or None), ``config_version``, ``key_sources``
-    ({label: origin}, :func:`_containerd.key_origins` plus ``LimitMEMLOCK``), ``runtimes`` ({name: {"runtime_type",
+    ``effective`` (:func:`rules.effective` of ``config dump``, or None), ``config_version``, ``key_sources``
+    ({label: origin}, :func:`rules.key_origins` plus ``LimitMEMLOCK``), ``runtimes`` ({name: {"runtime_type",
     "base_runtime_spec", "owner", "derived_from"}}), ``derived_from`` ({runc-type runtime: source or None}).
 
     With ``problems`` None the first failure raises (``containerd`` missing is an ApplyError); with a list, pieces that
@@ -408,6 +408,22 @@ def mtime(host, path):
     return info.st_mtime if info is not None else None
 
 
+def check_config(observed, requested):
+    """containerd_rdma's decision on its ``config`` option ``requested`` when containerd reads
+    ``observed["config_path"]`` (:func:`observe` of the same service): None when they are the same file, the warning
+    when ``requested`` is the default (the module then configures the file containerd reads), else ConflictError (the
+    unit starts containerd with another config than the one asked for).  The audit's judge decides the same way."""
+    path = observed["config_path"]
+    if path == requested:
+        return None
+    if requested != DEFAULT_CONFIG:
+        raise ConflictError("%s starts containerd with the config %s, not %s: set config to %s (or leave it unset)"
+                            % ((observed["command"] or {}).get("from") or observed["unit"], path, requested, path),
+                            {"config": path, "from": observed["config_from"]})
+    return "%s reads %s (%s), not %s: that file is configured" % (observed["service"], path, observed["config_from"],
+                                                                     requested)
+
+
 class Node:  # pylint: disable=too-many-instance-attributes
     """The node's containerd seen through host_root for one module run: version, config files, dump, unit and the
     running daemon.  ``params`` are the module's (``config`` is replaced by the file containerd really reads)."""
@@ -430,14 +446,9 @@ class Node:  # pylint: disable=too-many-instance-attributes
         observed = observe(self.host, self.commands, self.params["config"], self.service,
                            self.params["base_runtime_spec"], with_effective=False)
         self.version = observed["version"]
-        if observed["config_path"] != self.params["config"]:
-            if self.params["config"] != DEFAULT_CONFIG:
-                raise ConflictError("%s starts containerd with the config %s, not %s: set config to %s (or leave it "
-                                    "unset)" % (observed["command"]["from"] or observed["unit"], observed["config_path"],
-                                                self.params["config"], observed["config_path"]),
-                                    {"config": observed["config_path"], "from": observed["config_from"]})
-            self.warn("%s reads %s (%s), not %s: that file is configured"
-                      % (self.service, observed["config_path"], observed["config_from"], self.params["config"]))
+        warning = check_config(observed, self.params["config"])
+        if warning is not None:
+            self.warn(warning)
             self.params["config"] = observed["config_path"]
         return observed
 
@@ -512,12 +523,60 @@ def spec_paths(current, generated):
     return sorted(paths)
 
 
-def observe_node(node, want, refuse=None):
-    """Everything :func:`plan.plan` reads, for the module: ``{"base" (:meth:`Node.observe`), "effective", "texts"
-    ({path: content or None} of the runtimes' specs and their sources), "oci_spec" (``ctr oci spec`` when a runtime
+def spec_candidates(current):
+    """Where the generated spec may be when the caller's ``base_runtime_spec`` is not known (the facts: it is an
+    inventory value): the default path and every spec a runtime already names that the module would accept as its
+    ``base_runtime_spec`` (absolute, ``.json``, not a derived copy): on a node the module converged with another path,
+    the runtimes name that path."""
+    out = [DEFAULT_BASE_SPEC]
+    for path in sorted(set(current.values())):
+        if path and path.startswith("/") and path.endswith(".json") and ctd.derived_source(path) is None \
+                and path not in out:
+            out.append(path)
+    return out
+
+
+def collect(host, commands, base, eff, dropin, runtimes=(), generated=None, problems=None):
+    """What :func:`plan.plan` reads besides ``base`` (:func:`observe`) and ``eff`` (its effective configuration): the
+    one collector of the module (:func:`observe_node`) and of the facts (:func:`_planner_input`).  Returns
+    ``{"current" ({runtime: its base_runtime_spec} of the runtimes planned for), "specs" ({path: FileState} of
+    :func:`spec_paths`), "texts" ({path: content or None} of the same), "oci_spec" (``ctr oci spec`` when a runtime
     gets the generated spec, else None), "planned_files" (the config files with the collection's drop-in under a
-    generated k3s/rke2 2.x config, else None), "unit" (:func:`unit_layout`), "dropin" (FileState of ``unit_dropin``),
-    "specs" ({path: FileState} of :func:`spec_paths`), "running" (:meth:`Node.running`), "systemd", "mtimes"}``.
+    generated k3s/rke2 2.x config, else None), "unit" (:func:`unit_layout`), "dropin" (FileState of ``dropin``)}``.
+
+    ``runtimes``: the module's option (none: every runc-type runtime).  ``generated``: the module's
+    ``base_runtime_spec``; None (the facts) reads for every :func:`spec_candidates` path, so that the plan can be made
+    for the role's path when the node's config names it.  With ``problems`` None every failure raises; with a list,
+    a failing ``ctr oci spec`` is ``oci_spec_error`` (a plan that needs it is unknown) and the rest still raises."""
+    current = dict((name, eff["runtimes"][name]["base_runtime_spec"]) for name in ctd.target_runtimes(eff, runtimes))
+    candidates = [generated] if generated is not None else spec_candidates(current)
+    paths = set()
+    for candidate in candidates:
+        paths.update(spec_paths(current, candidate))
+    specs = dict((path, observe_file(host, path)) for path in sorted(paths))
+    out = {"current": current, "specs": specs, "oci_spec": None, "planned_files": None,
+           "texts": dict((path, state.content if state.exists else None) for path, state in specs.items())}
+    if any(ctd.needs_generated(current, candidate) for candidate in candidates):
+        try:
+            out["oci_spec"] = run(host, commands, ["ctr", "oci", "spec"], "generate the base runtime spec",
+                                  base["config_path"])
+        except RdmaNodeError as exc:
+            if problems is None:
+                raise
+            out["oci_spec_error"] = exc.msg
+    files = base["files"]
+    target = ctd.rancher_dropin(base["generated_config"], files[0][2], files[0][0], base["version"])
+    if target is not None:
+        out["planned_files"] = config_files(host, base["config_path"], planned=(target,))
+    out["unit"] = unit_layout(host, base["service"])
+    out["dropin"] = observe_file(host, dropin)
+    return out
+
+
+def observe_node(node, want, refuse=None):
+    """Everything :func:`plan.plan` reads, for the module: ``{"base" (:meth:`Node.observe`), "effective", "texts",
+    "oci_spec", "planned_files", "unit", "dropin", "specs"`` (:func:`collect` for the module's options),
+    ``"running" (:meth:`Node.running`), "systemd", "mtimes"}``.
 
     ``refuse(base)`` raises the plan's refusals that need no more reading (before ``containerd config dump``)."""
     params = node.params
@@ -527,32 +586,15 @@ def observe_node(node, want, refuse=None):
     files = base["files"]
     eff = node.dump(files[0][1].exists)
     add_effective(base, node.host, node.commands, eff=eff)
-    current = dict((name, eff["runtimes"][name]["base_runtime_spec"])
-                   for name in ctd.target_runtimes(eff, want["runtimes"]))
-    texts = {}
-    for path in sorted(set(current.values())):
-        if not path or path == want["base_runtime_spec"]:
-            continue
-        for candidate in (path, ctd.derived_source(path)):
-            if candidate and candidate not in texts:
-                state = observe_file(node.host, candidate)
-                texts[candidate] = state.content if state.exists else None
-    oci = node.oci_spec() if ctd.needs_generated(current, want["base_runtime_spec"]) else None
-    planned_files = None
-    info = base["generated_config"]
-    if info is not None and info.get("tool") in ("k3s", "rke2") and base["version"] >= (2, 0):
-        directory = ctd.dropin_dir(files[0][2], files[0][0])
-        if directory is not None:
-            planned_files = node.config_files(planned=("%s/%s" % (directory, ctd.GENERATED_DROPIN),))
-    specs = dict((path, observe_file(node.host, path)) for path in spec_paths(current, want["base_runtime_spec"]))
-    unit = node.unit_layout()
-    dropin = observe_file(node.host, params["unit_dropin"])
+    got = collect(node.host, node.commands, base, eff, params["unit_dropin"], want["runtimes"],
+                  want["base_runtime_spec"])
     running = node.running()
-    watched = set([params["unit_dropin"]] + list(specs) + [p for p, dummy_s, dummy_d in files + (planned_files or [])])
+    watched = set([params["unit_dropin"]] + list(got["specs"])
+                  + [p for p, dummy_s, dummy_d in files + (got["planned_files"] or [])])
     mtimes = dict((path, mtime(node.host, path)) for path in sorted(watched)) if running is not None else {}
-    return {"base": base, "effective": eff, "texts": texts, "oci_spec": oci, "planned_files": planned_files,
-            "unit": unit, "dropin": dropin, "specs": specs, "running": running, "systemd": node.systemd,
-            "mtimes": mtimes}
+    return {"base": base, "effective": eff, "texts": got["texts"], "oci_spec": got["oci_spec"],
+            "planned_files": got["planned_files"], "unit": got["unit"], "dropin": got["dropin"], "specs": got["specs"],
+            "running": running, "systemd": node.systemd, "mtimes": mtimes}
 
 
 # -- rdma_facts ----------------------------------------------------------------------------------------------------
@@ -576,41 +618,29 @@ def file_state(item):
 
 
 def _planner_input(host, commands, obs):
-    """What containerd_rdma's planner reads besides :func:`observe`'s report, as plain data: the config files (and
-    with the collection's drop-in under a generated k3s/rke2 2.x config), the effective configuration, the base specs
-    of the runc-type runtimes and their sources / derived copies, ``ctr oci spec`` when a runtime gets the generated
-    spec, the unit layout, the collection's unit drop-in and whether systemd answers.  None when the config or the
+    """What containerd_rdma's planner reads besides :func:`observe`'s report, as plain data (:func:`collect` for
+    every runc-type runtime and every :func:`spec_candidates` path), with the unit's command line (the judge decides
+    the module's config from it, :func:`check_config`) and whether systemd answers.  None when the config or the
     effective configuration could not be read (``problems`` says why); ``{"error"}`` when a piece of it could not."""
     eff = obs["effective"]
     if eff is None or obs["files"] is None or obs["version"] is None:
         return None
-    current = dict((name, runtime["base_runtime_spec"]) for name, runtime in eff["runtimes"].items()
-                   if runtime["runtime_type"] == ctd.RUNC_TYPE)
-    texts, specs = {}, {}
     try:
-        for path in spec_paths(current, obs["base_runtime_spec"]):
-            state = observe_file(host, path)
-            specs[path] = file_facts(state)
-            texts[path] = state.content if state.exists else None
-        oci = None
-        if ctd.needs_generated(current, obs["base_runtime_spec"]):
-            oci = run(host, commands, ["ctr", "oci", "spec"], "generate the base runtime spec", obs["config_path"])
-        planned = None
-        info = obs["generated_config"]
-        if info is not None and info.get("tool") in ("k3s", "rke2") and obs["version"] >= (2, 0):
-            directory = ctd.dropin_dir(obs["files"][0][2], obs["files"][0][0])
-            if directory is not None:
-                planned = config_files(host, obs["config_path"], ("%s/%s" % (directory, ctd.GENERATED_DROPIN),))
-        layout = unit_layout(host, obs["service"])
-        dropin = file_facts(observe_file(host, unit_dropin_path(obs["service"])))
+        got = collect(host, commands, obs, eff, unit_dropin_path(obs["service"]), problems=[])
     except RdmaNodeError as exc:  # (the report above is still right: the audit says the plan is unknown, and why)
         return {"error": exc.msg}
     rc = commands.run_kernel(["systemctl", "show", obs["service"], "-p", "ActiveState"])[0]
-    return {"version": list(obs["version"]), "service": obs["service"],
-            "config_files": [file_facts(state) for dummy_p, state, dummy_d in obs["files"]],
-            "planned_files": [file_facts(state) for dummy_p, state, dummy_d in planned] if planned is not None else None,
-            "effective": eff, "texts": texts, "specs": specs, "oci_spec": oci,
-            "unit": dict((k, v) for k, v in layout.items() if k != "service"), "dropin": dropin, "systemd": rc == 0}
+    planned = got["planned_files"]
+    out = {"version": list(obs["version"]), "service": obs["service"], "command": obs["command"],
+           "config_files": [file_facts(state) for dummy_p, state, dummy_d in obs["files"]],
+           "planned_files": [file_facts(state) for dummy_p, state, dummy_d in planned] if planned is not None else None,
+           "effective": eff, "texts": got["texts"],
+           "specs": dict((path, file_facts(state)) for path, state in got["specs"].items()), "oci_spec": got["oci_spec"],
+           "unit": dict((k, v) for k, v in got["unit"].items() if k != "service"), "dropin": file_facts(got["dropin"]),
+           "systemd": rc == 0}
+    if "oci_spec_error" in got:
+        out["oci_spec_error"] = got["oci_spec_error"]
+    return out
 
 
 def facts(host, commands=None, config=DEFAULT_CONFIG, pids=None, service=None):
@@ -633,9 +663,8 @@ def facts(host, commands=None, config=DEFAULT_CONFIG, pids=None, service=None):
            "unit_memlock_source": obs["unit_memlock_source"], "running": None, "problems": problems}
     if obs["version"] is not None:
         out["version"] = ".".join(str(p) for p in obs["version"])
-    if generated and generated.get("tool") in ("k3s", "rke2") and obs["files"] and (obs["version"] or (0,)) >= (2, 0):
-        directory = ctd.dropin_dir(obs["files"][0][2], obs["config_path"])
-        out["config_target"] = "%s/%s" % (directory, ctd.GENERATED_DROPIN) if directory else None
+    if obs["files"]:
+        out["config_target"] = ctd.rancher_dropin(generated, obs["files"][0][2], obs["config_path"], obs["version"])
     pid = pid_of(host) if pids is None else pids.get("containerd")
     if pid:
         try:

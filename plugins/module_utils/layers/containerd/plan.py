@@ -75,8 +75,11 @@ def validate(params):
 
 
 def _partial(report):
+    """The result a refusal carries: what was observed, no actions, and no backups (``backup_files`` is returned
+    always)."""
     result = Result()
     result.observed = report
+    result.extra["backup_files"] = {}
     return result.as_dict()
 
 
@@ -114,11 +117,10 @@ def choose_target(options, observed, changes, report, warn):
              "generator runs again" % (main_path, info.get("header")))
         return files, 0, None
     # k3s/rke2 render config.toml again at every start: editing it is pointless even with edit_generated
-    directory = ctd.dropin_dir(files[0][2], main_path) if version >= (2, 0) else None
-    if directory is None or observed["planned_files"] is None:
+    dropin = ctd.rancher_dropin(info, files[0][2], main_path, version)
+    if dropin is None or observed["planned_files"] is None:
         raise ConflictError(ctd.generated_refusal(main_path, info, version, changes),
                             {"generated": dict(info, path=main_path)}, _partial(report))
-    dropin = "%s/%s" % (directory, ctd.GENERATED_DROPIN)
     planned = observed["planned_files"]
     return planned, [p for p, dummy_s, dummy_d in planned].index(dropin), dropin
 

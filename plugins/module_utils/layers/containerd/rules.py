@@ -1015,6 +1015,18 @@ def dropin_dir(main_doc, main_path):
     return (preferred or candidates or [None])[-1]
 
 
+def rancher_dropin(generated, main_doc, main_path, containerd_version):
+    """The collection's drop-in (:data:`GENERATED_DROPIN`) in the directory a k3s/rke2 config generated for
+    containerd 2.x imports (``generated``: :func:`generated_config` of the main file), or None: another file, containerd
+    1.x or an unknown version, or a config that imports no drop-in directory (then the module refuses)."""
+    if not generated or generated.get("tool") not in ("k3s", "rke2") or containerd_version is None:
+        return None
+    if tuple(containerd_version) < (2, 0):
+        return None
+    directory = dropin_dir(main_doc, main_path)
+    return "%s/%s" % (directory, GENERATED_DROPIN) if directory is not None else None
+
+
 def generated_refusal(path, info, containerd_version, changes=()):
     """The message when the module cannot configure containerd through a generated file, saying what to do.
     ``changes`` are the keys the module would set ([(kind, runtime, key, value)]): the message lists them."""

@@ -93,6 +93,25 @@ def test_check_mode_returns_facts_and_changes_nothing(node):
     assert before == after
 
 
+def test_a_failing_containerd_observer_is_a_problem_and_containerd_is_read_once(node, monkeypatch):
+    """The containerd room's observer raises: layers.containerd is null with a problems entry, runtime has no
+    containerd section (it is not observed a second time, outside layer_facts' guard), the kubelet is still read."""
+    from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(args)
+        raise HostReadError("cannot read /etc/containerd/config.toml: Input/output error")
+    monkeypatch.setattr(ctdh, "observe", broken)
+    facts = run({"host_root": str(node)})["ansible_facts"]["rdma"]
+    assert len(calls) == 1
+    assert facts["layers"]["containerd"] is None
+    assert {"path": "layers.containerd", "error": "cannot read /etc/containerd/config.toml: Input/output error"} \
+        in facts["problems"]
+    assert set(facts["runtime"]) == {"kubelet"}
+
+
 def test_same_result_outside_check_mode(node):
     checked = run({"host_root": str(node), "_ansible_check_mode": True})
     normal = run({"host_root": str(node)})
