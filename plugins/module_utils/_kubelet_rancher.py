@@ -49,8 +49,9 @@ CLI_CONFIG_DIR = "20-cli-config-dir"
 
 
 def detect(host):
-    """``{"tool", "service", "unit", "files"}`` of the first k3s/rke2 unit found (the units ``_containerd_host``
-    knows: k3s, k3s-agent, rke2-server, rke2-agent), or None.  ``files`` have ``%N`` replaced by the service name."""
+    """``{"tool", "service", "unit", "files"}`` of the first k3s/rke2 unit found (the units the containerd room's
+    observer, ``layers/containerd/observe.py``, knows: k3s, k3s-agent, rke2-server, rke2-agent), or None.  ``files``
+    have ``%N`` replaced by the service name."""
     for tool in TOOLS:
         for service in ch.RANCHER_UNITS[tool]:
             files = kh.unit_files(host, service + ".service")

@@ -420,8 +420,8 @@ def check_config(observed, requested):
         raise ConflictError("%s starts containerd with the config %s, not %s: set config to %s (or leave it unset)"
                             % ((observed["command"] or {}).get("from") or observed["unit"], path, requested, path),
                             {"config": path, "from": observed["config_from"]})
-    return "%s reads %s (%s), not %s: that file is configured" % (observed["service"], path, observed["config_from"],
-                                                                     requested)
+    return "%s reads %s (%s), not %s: that file is configured" % (
+        observed["service"], path, observed["config_from"], requested)
 
 
 class Node:  # pylint: disable=too-many-instance-attributes
