@@ -15,9 +15,9 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import json
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_rancher as kr
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rancher as kr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
 
@@ -38,7 +38,7 @@ def pids_of(host, comms):
 def kubelet_facts(host, commands=None, config=kh.DEFAULT_CONFIG, pids=None, dropin_name=kub.DEFAULT_DROPIN_NAME):
     """kubelet: how it starts (command line, unit, flags), its config file and drop-ins as layers in the kubelet's
     order, the effective topology/CPU/memory manager settings (files, then flags) and state-file policies (``pids``
-    as for the containerd room's :func:`facts`).  ``layers`` feed the same planner the module uses (``_kubelet.plan``)."""
+    as for the containerd room's :func:`facts`).  ``layers`` feed the same planner the module uses (``layers/kubelet/rules.plan``)."""
     problems = []
     pid = (pids_of(host, ("kubelet",)) if pids is None else pids).get("kubelet")
     try:

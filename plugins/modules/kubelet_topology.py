@@ -322,9 +322,9 @@ from urllib.parse import urlsplit
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_rancher as kr
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rancher as kr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, InputError, RdmaNodeError,
 )
@@ -354,7 +354,7 @@ class Kubelet:
         self.binary = "kubelet"    # k3s/rke2: their binary (``k3s --version`` names the kubelet's version)
 
     def use_rancher(self, found, binary):
-        """The kubelet runs inside k3s/rke2: ``found`` from ``_kubelet_rancher.detect``, ``binary`` from its unit."""
+        """The kubelet runs inside k3s/rke2: ``found`` from ``rancher.detect``, ``binary`` from its unit."""
         self.service, self.binary = found["service"], binary
 
     def version(self):

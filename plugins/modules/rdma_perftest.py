@@ -302,7 +302,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host, _perftest
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _perftest
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as _kubelet_host
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot, check_name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module

@@ -26,7 +26,7 @@ from ansible.module_utils.common.validation import check_type_bool, check_type_i
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as _kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as _kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError

@@ -1,4 +1,4 @@
-"""Fuzz _kubelet: versions, memory quantities, cpusets, flags, the YAML/JSON KubeletConfiguration reader and editor,
+"""Fuzz layers/kubelet/rules.py: versions, memory quantities, cpusets, flags, the YAML/JSON KubeletConfiguration reader and editor,
 the drop-in merge and the planner raise only typed errors; edits keep every other byte; the merge is RFC 7386's."""
 
 import json
@@ -6,7 +6,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, InputError, ParseError, \
     RdmaNodeError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, huge, long_line, mutated, nested, node_text, odd_text, \
@@ -96,7 +96,7 @@ CURRENT = st.one_of(CONFIG, st.fixed_dictionaries({}, optional={
 @given(WANT, CURRENT, st.tuples(st.integers(1, 1), st.integers(10, 40), st.integers(0, 5)),
        st.lists(st.integers(0, 64), max_size=8), st.lists(st.integers(-1, 12), max_size=10))
 def test_validate_typed(want, current, version, cpus_online, numa_nodes):
-    # the kubelet's files reach validate() through check_shapes (_kubelet_host.read_document): a field of the wrong
+    # the kubelet's files reach validate() through check_shapes (layers/kubelet/host.read_document): a field of the wrong
     # type is that file's ParseError, so validate() is only ever given the shapes the kubelet accepts
     if isinstance(typed_only(kub.check_shapes, current, "/var/lib/kubelet/config.yaml"), ParseError):
         return

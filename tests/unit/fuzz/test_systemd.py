@@ -1,12 +1,12 @@
 """Fuzz _systemd (how the kubelet's command line is built from units and environment files): unit files,
 environment files, word splitting, ExecStart= expansion never raise, in linear time; rewriting one assignment of an
 environment file reads back as the new value and keeps every other assignment; flags are cut out of one (through
-_kubelet.remove_flags_from_env) with typed errors only."""
+kubelet rules.remove_flags_from_env) with typed errors only."""
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd as sd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError
 from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, slow, typed_only

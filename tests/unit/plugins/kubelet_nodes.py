@@ -8,7 +8,7 @@ for that unit, written out by hand from the unit files (``cmdline``): the oracle
 import json
 import pathlib
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.modules import kubelet_topology
 from unit.safety.nodes import Bench, FakeSystemd, HealthServer, base_tree, tool

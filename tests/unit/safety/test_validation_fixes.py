@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub, _guid, _kubelet, _sriov
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub, _guid, _sriov
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as _kubelet
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as _containerd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError

@@ -28,7 +28,7 @@ import posixpath
 import time
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (

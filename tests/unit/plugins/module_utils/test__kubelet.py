@@ -1,11 +1,11 @@
-"""_kubelet: every combination the kubelet refuses at start is refused here, with the reason (pure)."""
+"""layers/kubelet/rules.py: every combination the kubelet refuses at start is refused here, with the reason (pure)."""
 
 import json
 import time
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError
 
 CPUS = set(range(16))

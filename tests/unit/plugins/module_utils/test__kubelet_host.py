@@ -1,4 +1,4 @@
-"""_kubelet_host: the kubelet's command line and configuration read from a host root as the node starts it."""
+"""layers/kubelet/host.py: the kubelet's command line and configuration read from a host root as the node starts it."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts

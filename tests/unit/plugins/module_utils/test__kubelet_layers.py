@@ -1,4 +1,4 @@
-"""_kubelet: JSON/YAML documents, command-line flags, the kubelet's layers and the planner (pure).
+"""layers/kubelet/rules.py: JSON/YAML documents, command-line flags, the kubelet's layers and the planner (pure).
 
 Merge semantics from the kubelet: cmd/kubelet/app/server.go mergeKubeletConfigurations (filepath.WalkDir of
 --config-dir, ``*.conf``, jsonpatch.MergePatch in order) and kubeletConfigFlagPrecedence (flags re-parsed over the
@@ -11,7 +11,7 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, ConflictError, ParseError
 
 CORPUS = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "realworld"

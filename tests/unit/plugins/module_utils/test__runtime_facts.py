@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts

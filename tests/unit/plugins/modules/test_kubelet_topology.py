@@ -10,7 +10,7 @@ import json
 
 import yaml
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from unit.safety.benches import KubeletBench
 from unit.safety.nodes import ModuleFail
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_rancher as kr
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rancher as kr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit

@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
 from unit.plugins.kubelet_nodes import SCENARIOS, RealKubeletBench, write

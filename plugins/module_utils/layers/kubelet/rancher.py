@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, rdma.k8s_node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The kubelet of a k3s or rke2 node, read as k3s builds its command line, into the layers ``_kubelet.plan`` takes.
+"""The kubelet of a k3s or rke2 node, read as k3s builds its command line, into the layers ``rules.plan`` takes.
 
 k3s (and rke2, which is k3s as a library with ``version.Program=rke2``) runs the kubelet itself: there is no
 ``kubelet.service``.  Rules followed, each read in k3s's source (k3s-io/k3s at 3acf8db8f209, 2026-03):
@@ -36,8 +36,8 @@ import re
 import stat
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ch
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet as kub
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _kubelet_host as kh
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError, RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._untrusted import load_yaml
 
@@ -173,7 +173,7 @@ def describe(origin):
 
 
 def command_line(host, found, pid=None):
-    """How k3s/rke2 start the kubelet, in the shape of ``_kubelet_host.command_line`` (``source`` is the tool) plus
+    """How k3s/rke2 start the kubelet, in the shape of ``host.command_line`` (``source`` is the tool) plus
     ``rancher``: ``{"tool", "service", "binary", "data_dir", "config", "config_files", "kubelet_args",
     "dropin_dir", "defaults", "pending"}``."""
     problems = []
@@ -246,7 +246,7 @@ def dropin_entries(host, line, problems=None):
 
 
 def config_layers(host, line, dropin_name=None, problems=None):
-    """``(layers, documents)`` as ``_kubelet_host.config_layers`` returns them, for k3s's drop-in directory (no
+    """``(layers, documents)`` as ``host.config_layers`` returns them, for k3s's drop-in directory (no
     config file: k3s passes none)."""
     layers, documents = [], {}
     own = kub.own_names(dropin_name) if dropin_name else ()

@@ -1,0 +1,11 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``kubelet`` layer: the Topology, CPU and Memory Managers of the kubelet, one room.
+
+* :mod:`.rules`   -- KubeletConfiguration documents (JSON, YAML), flags, the kubelet's layers and how they merge, the
+  conflicts, default options, the checkpoints the kubelet refuses, environment-file edits (pure);
+* :mod:`.host`    -- the kubelet as its node starts it: unit files, command line, config file and drop-ins (reads);
+* :mod:`.rancher` -- the same for k3s/rke2, which run the kubelet themselves (reads);
+(the module, kubelet_topology, still plans and applies itself; ``_runtime_facts.kubelet_facts`` reads the facts.)
+"""
