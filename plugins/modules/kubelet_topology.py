@@ -315,411 +315,37 @@ backup_files:
   sample: {"/var/lib/kubelet/config.yaml": "/var/lib/kubelet/config.yaml.12345.2026-01-01@10:00:00~"}
 """
 
-import json
-import time
-from urllib.parse import urlsplit
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rancher as kr
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, InputError, RdmaNodeError,
-)
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
-    FileTransaction,
-    conf_name_pattern,
-    observe_file,
-    plan_file,
-    revert,
-)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
-
-# a drop-in the kubelet reads from --config-dir: *.conf, not hidden
-DROPIN_NAME_RE = conf_name_pattern(".conf")
-ON_CONFLICT = ("fail", "override", "ignore")
-
-
-class Kubelet:
-    """The node's kubelet: version, flags, config file and drop-ins, state files, service."""
-
-    def __init__(self, module, host, commands):
-        self.module = module
-        self.host = host
-        self.commands = commands
-        self.service = "kubelet"   # k3s/rke2: their unit, which runs the kubelet
-        self.binary = "kubelet"    # k3s/rke2: their binary (``k3s --version`` names the kubelet's version)
-
-    def use_rancher(self, found, binary):
-        """The kubelet runs inside k3s/rke2: ``found`` from ``rancher.detect``, ``binary`` from its unit."""
-        self.service, self.binary = found["service"], binary
-
-    def version(self):
-        if self.binary != "kubelet":
-            if not self.binary or not self.host.is_executable(self.binary):
-                raise ApplyError("%s: the program its unit runs (%s) is not on the node" % (self.service, self.binary))
-        elif not self.commands.find("kubelet"):
-            raise ApplyError("kubelet is not installed on the node")
-        rc, out, err = self.commands.run([self.binary, "--version"])
-        if rc != 0:
-            raise ApplyError("%s --version failed: %s" % (self.binary, (err or out).strip()))
-        return kub.parse_kubelet_version(out)
-
-    def main_pid(self):
-        rc, out, dummy_err = self.commands.run_kernel(["systemctl", "show", self.service, "-p", "MainPID", "--value"])
-        if rc == 0 and out.strip().isdigit() and int(out.strip()):
-            return int(out.strip())
-        return None
-
-    def running_pid(self):
-        """The kubelet's main process: systemd's MainPID, else the first process named kubelet."""
-        return self.main_pid() or kh.find_pid(self.host)
-
-    def cpus_online(self):
-        text = self.host.read_attr("/sys/devices/system/cpu/online")
-        return kub.parse_cpuset(text, "/sys/devices/system/cpu/online") if text else set()
-
-    def numa_nodes(self):
-        return set(int(n[4:]) for n in self.host.listdir("/sys/devices/system/node") if n.startswith("node") and n[4:].isdigit())
-
-    def state_policy(self, path):
-        text = self.host.read_text(path)
-        if text is None:
-            return None
-        try:
-            return json.loads(text).get("policyName")
-        except (ValueError, AttributeError, RecursionError):
-            return "unreadable"
-
-    def systemctl(self, *args):
-        return self.commands.run_kernel(["systemctl"] + list(args))
-
-    def answers(self, url):
-        """(True, "ok") when the unit is active and healthz says ok, else (False, why)."""
-        rc, out, dummy_err = self.systemctl("is-active", self.service)
-        if rc != 0:
-            return False, out.strip() or "not active"
-        try:
-            body = open_url(url, timeout=5, validate_certs=False).read()
-        except Exception as exc:  # pylint: disable=broad-except
-            return False, str(exc)
-        if body.strip() == b"ok":
-            return True, "ok"
-        return False, body.decode("utf-8", "replace")[:200]
-
-    def restarts(self):
-        """systemd's NRestarts of the unit (its Restart= retries since the last explicit start), or None."""
-        rc, out, dummy_err = self.systemctl("show", self.service, "-p", "NRestarts", "--value")
-        value = out.strip()
-        return int(value) if rc == 0 and value.isdigit() else None
-
-    def gave_up(self, why, restarts_before):
-        """Why waiting longer is pointless, or None: systemd has given up on the unit (``failed``, or ``inactive``
-        after the start), or it is crash-looping (Restart= started it again ``CRASH_LOOP`` times since ours)."""
-        if why in ("failed", "inactive"):
-            return "%s: systemd is not restarting it" % why
-        now = self.restarts()
-        if restarts_before is not None and now is not None and now - restarts_before >= CRASH_LOOP:
-            return "%s: it exited and systemd restarted it %d times" % (why, now - restarts_before)
-        return None
-
-    def healthy(self, timeout, url, settle=0):
-        """Healthy within ``timeout`` s, then still healthy with the same main process for ``settle`` s.  A unit
-        systemd gave up on, or one that keeps exiting (``CRASH_LOOP`` restarts by its Restart=), fails at once."""
-        deadline = time.time() + timeout
-        first, pid = None, None
-        restarts_before = self.restarts()
-        while True:
-            ok, why = self.answers(url)
-            now = time.time()
-            if not ok and first is None:
-                stuck = self.gave_up(why, restarts_before)
-                if stuck:
-                    return False, stuck
-            if ok:
-                current = self.main_pid() if settle else None  # nothing to compare without a settle time
-                if first is None:
-                    first, pid = now, current
-                elif current != pid:
-                    return False, ("it answered healthz, then its main process changed (PID %s -> %s) within %d s: the "
-                                   "kubelet restarted" % (pid, current, settle))
-                if now - first >= settle:
-                    return True, "ok"
-            elif first is not None:
-                return False, "it answered healthz, then stopped (%s) within %d s" % (why, settle)
-            elif now >= deadline:
-                return False, why
-            time.sleep(1)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import apply as _apply
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import plan as _plan
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 
 
-# a kubelet whose unit's Restart= brought it back this many times since our restart will not come up: a bad config or
-# checkpoint fails every start (kubeadm's unit: Restart=always, RestartSec=10, so about 20 s instead of restart_timeout)
-CRASH_LOOP = 2
-
-
-def check_params(params):
-    """Strict checks of the options the argument spec cannot express; each message names the option and value."""
-    if params["reserved_system_cpus"] is not None:
-        kub.parse_cpuset(params["reserved_system_cpus"], "reserved_system_cpus")
-    name = params["dropin_name"]
-    if not DROPIN_NAME_RE.match(name):
-        raise InputError("dropin_name must be a file name ending in .conf, of letters, digits and _ . @ + - and not "
-                         "starting with a dot (the kubelet reads nothing else), got %r" % (name,))
-    if params["restart_timeout"] < 1:
-        raise InputError("restart_timeout must be at least 1 second, got %d" % params["restart_timeout"])
-    if params["settle_time"] < 0:
-        raise InputError("settle_time must be 0 or more seconds, got %d" % params["settle_time"])
-    scheme = urlsplit(params["healthz_url"]).scheme
-    if scheme not in ("http", "https"):
-        # open_url also opens file:// and ftp:// URLs, and the body ends up in the failure message
-        raise InputError("healthz_url must be an http:// or https:// URL (the kubelet's healthz endpoint), got %r"
-                         % (params["healthz_url"],))
-    want = kub.desired_settings(params)
-    if not want:
-        raise InputError("nothing to do: set at least one of topology_manager_policy, topology_manager_scope, "
-                         "topology_manager_policy_options, cpu_manager_policy, reserved_system_cpus, memory_manager_policy, "
-                         "reserved_memory")
-    return want
-
-
-def resolve_target(params, version, line):
-    """``(target dict for kub.plan, config path)`` from the mode and the kubelet's command line."""
-    config = line["config"]
-    if config is None and line["source"] in (None, "env files"):
-        config = params["config"]  # nothing says how the kubelet starts: the documented default
-    flags = dict((k, v) for k, v in (("config", config), ("config-dir", line["config_dir"])) if v)
-    mode, where = kub.choose_target(params["mode"], version, flags, params["config"])
-    if mode == "dropin":
-        return {"mode": "dropin", "dir": where, "name": params["dropin_name"]}, config
-    if config is None:
-        raise ApplyError("the kubelet runs without --config (its command line from %s): it reads no config file to edit; "
-                         "use mode=dropin with --config-dir (kubelet 1.30 or later), or start it with --config"
-                         % (line["unit"] or "its process"))
-    return {"mode": "config", "path": where}, config
-
-
-def rancher_target(params, version, line):
-    """The drop-in target in k3s's/rke2's ``kubelet.conf.d`` (the directory k3s passes as ``--config-dir`` and its
-    documentation tells users to put drop-ins in), or a refusal that says how to do it by hand."""
-    info = line["rancher"]
-    if params["mode"] == "config":
-        raise InputError("mode=config: %s passes the kubelet no config file (--config), only --config-dir=%s; use "
-                         "mode=auto or mode=dropin" % (info["tool"], info["dropin_dir"]))
-    refusal = kr.dropin_refusal(line, version)
-    if refusal:
-        raise ApplyError(refusal, {"tool": info["tool"], "version": ".".join(str(p) for p in version)})
-    return {"mode": "dropin", "dir": info["dropin_dir"], "name": params["dropin_name"]}
-
-
-def flag_edits(host, remove_flags):
-    """FilePlans that take the ``remove_flags`` (from kub.plan) out of the environment files that set them."""
-    by_file = {}
-    for flag in remove_flags:
-        origin = flag["origin"]
-        by_file.setdefault(origin["file"], {}).setdefault(origin["var"], set()).add(flag["name"])
-    plans = []
-    for path in sorted(by_file):
-        state = observe_file(host, path)
-        text = state.content or ""
-        for var, names in sorted(by_file[path].items()):
-            text = kub.remove_flags_from_env(text, var, names, path)
-        plans.append(plan_file(state, text, state.mode, state.uid, state.gid))
-    return plans
-
-
-def run_module(module):  # pylint: disable=too-many-locals,too-many-branches,too-many-statements
+def run_module(module):
+    """observe -> plan -> (check mode: the plan) -> apply: stop, state files aside, write, restart, healthz watch
+    (rollback on failure); the layer's room does each step (plugins/module_utils/layers/kubelet/)."""
     params = module.params
-    want = check_params(params)
+    want = _plan.validate(params)
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
-    node = Kubelet(module, host, commands)
-    rancher = kr.detect(host)
-    if rancher:
-        line = kr.command_line(host, rancher, kh.find_pid(host))
-        node.use_rancher(rancher, line["rancher"]["binary"])
-        version = node.version()
-        target, config_path = rancher_target(params, version, line), None
-        layers, documents = kr.config_layers(host, line, params["dropin_name"])
-    else:
-        version = node.version()
-        line = kh.command_line(host, node.running_pid())
-        target, config_path = resolve_target(params, version, line)
-        layers, documents = kh.config_layers(host, config_path, line["config_dir"], params["dropin_name"])
-    for problem in line["problems"]:
-        module.warn("%s: %s" % (problem["what"], problem["error"]))
-    layers.append(kub.flags_layer(line["flags"], line["flags_from"] or "the kubelet's command line"))
-    own = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
-    for layer in layers:
-        if layer.get("ours"):
-            own.update(documents[layer["path"]]["data"])
-    others = kub.effective([layer for layer in layers if not layer.get("ours")])
-    added, left_out = kub.default_options(params["topology_manager_default_options"], want, others, version)
-    if added:
-        want["topologyManagerPolicyOptions"] = dict(want.get("topologyManagerPolicyOptions") or {}, **added)
-    for reason in left_out.values():
-        module.warn("topology_manager_default_options: left out: %s" % reason)
-    planned = kub.plan(layers, want, target, params["on_conflict"], own)
-    after = planned["after"]
-    for warning in kub.validate(want, after, version, node.cpus_online(), node.numa_nodes()):
-        module.warn(warning)
-    for conflict in planned["conflicts"]:
-        module.warn("on_conflict=ignore: " + kub.conflict_text(conflict))
-    # a flag only the running kubelet still has (its unit no longer sets it): a restart clears it
-    stale_flags = []
-    if line["live_flags"] is not None and line["flags_from"] != "/proc/%s/cmdline" % line["pid"]:
-        live_layers = planned["layers"][:-1] + [kub.flags_layer(line["live_flags"], "/proc/%d/cmdline" % line["pid"])]
-        persistent = set(f["flag"] for f in line["flags"])
-        for conflict in kub.find_conflicts(live_layers, want, planned["ours"]):
-            if any(f["flag"] not in persistent for f in conflict["flags"]):
-                stale_flags.append(conflict)
-                module.warn("the running kubelet: %s; its unit no longer sets that flag, a restart clears it"
-                            % kub.conflict_text(conflict))
-    changes = kub.changes(planned["before"], after, want)
+    observed = _observe.collect(host, commands, config=params["config"], dropin_name=params["dropin_name"])
+    planned = _plan.plan(params, want, observed, warn=module.warn)
     result = Result()
-    path = planned["layers"][planned["ours"]]["path"]
-    result.observed = {
-        "kubelet_version": ".".join(str(p) for p in version),
-        "persisted": dict((k, planned["before"][k]) for k in kub.MANAGED_KEYS if k in planned["before"]),
-        "state_files": dict((p, node.state_policy(p)) for p in kub.STATE_FILES.values()),
-        "command_line": {"source": line["source"], "unit": line["unit"], "pid": line["pid"], "config": config_path,
-                         "config_dir": line["config_dir"], "flags": ["%s (%s)" % (f["flag"], f["source"])
-                                                                     for f in line["flags"]]},
-        "config_format": documents[config_path]["fmt"] if config_path in documents else None,
-        "dropins": [layer["path"] for layer in layers if layer["kind"] == "dropin"],
-    }
-    result.extra.update({"changes": changes, "target": {"mode": target["mode"], "path": path},
-                         "conflicts": planned["conflicts"], "overridden": planned["overridden"],
-                         "removed_state_files": [], "backup_files": {},
-                         "default_options": {"applied": added, "left_out": left_out}})
-    if target["mode"] == "dropin":
-        state = observe_file(host, path)
-        plans = [plan_file(state, kub.render_own_dropin(planned["content"]), 0o644)]
-        plans += [plan_file(observe_file(host, gone), None, 0o644) for gone in planned["delete"]]
-    else:
-        doc = documents[config_path]
-        updates = dict((k, v) for k, v in kub.config_update(doc["data"], want).items()
-                       if k not in doc["data"] or doc["data"][k] != v)
-        text = kub.edit_document(doc["text"], doc["fmt"], updates, config_path) if updates else doc["text"]
-        state = observe_file(host, config_path)
-        plans = [plan_file(state, text, state.mode, state.uid, state.gid)]
-    env_plans = flag_edits(host, planned["remove_flags"])
-    plans = [p for p in plans + env_plans if p.changed]
-    if module._diff and changes:
-        result.diffs.append({"before": dict((k, v["before"]) for k, v in changes.items()),
-                             "after": dict((k, v["after"]) for k, v in changes.items()),
-                             "before_header": "KubeletConfiguration (%s)" % path,
-                             "after_header": "KubeletConfiguration (%s)" % path})
-    for plan in env_plans:
-        if plan.changed and module._diff:
-            result.diffs.append(plan.diff())  # another tool's file: the diff shows every line that changes
-    for plan in plans:
-        result.add(plan.action())
-    reasons = kub.stale_state_reasons(changes, after)
-    # a checkpoint the kubelet would refuse as it is (written under another policy or reservation: by hand, or by a
-    # kubelet that ran with other settings)
-    for state_path in kub.STATE_FILES.values():
-        text = host.read_text(state_path) if state_path not in reasons else None
-        refusal = kub.checkpoint_refusal(state_path, text, after, node.cpus_online()) if text is not None else None
-        if refusal:
-            reasons[state_path] = "the kubelet would refuse %s: %s" % (state_path, refusal)
-    stale_states = [p for p in kub.STATE_FILES.values() if p in reasons]
-    result.extra["stale_state_files"] = dict((p, reasons[p]) for p in stale_states)
-    if stale_states and not params["restart"]:
-        raise InputError("%s: the kubelet checks this against its checkpoint at start; it needs restart=true (drain "
-                         "the node first): the kubelet must be stopped while %s is removed, or it crash-loops on the "
-                         "next start" % ("; ".join(reasons[p] for p in stale_states), ", ".join(stale_states)))
-    needs_restart = bool(plans) or bool(stale_states) or bool(stale_flags)
-    if needs_restart and params["restart"]:
-        for state_path in stale_states:
-            if host.exists(state_path):
-                result.add(action("delete_file", state_path))
-        result.add(action("restart", node.service))
-    elif needs_restart:
-        result.need_restart(node.service)
+    result.observed = planned["report"]
+    result.extra.update(planned["extra"])
+    result.diffs.extend(planned["diffs"])
+    for step in planned["actions"]:
+        result.add(step)
+    if planned["needs_restart"] and not planned["restarting"]:
+        result.need_restart(planned["service"])
     if module.check_mode or not result.changed:
         return result.as_dict(with_diff=module._diff)
-    return apply(module, node, host, params, plans, stale_states, needs_restart, result)
-
-
-def apply(module, node, host, params, plans, stale_states, needs_restart, result):  # pylint: disable=too-many-arguments
-    """Stop the kubelet and move stale state files aside (when restarting), write the files, restart and watch it;
-    any failure puts files and state files back and starts the kubelet again."""
-    restarting = needs_restart and params["restart"]
-    saved_states = []
-    if restarting:
-        rc, dummy_out, err = node.systemctl("stop", node.service)
-        if rc != 0:
-            raise ApplyError("systemctl stop " + node.service + " failed (rc=%s): %s; nothing was changed" % (rc, err.strip()),
-                             {"rc": rc, "stderr": err}, result.as_dict())
-        try:
-            for path in stale_states:
-                if host.stat(path, follow=False) is not None:
-                    host.rename(path, path + ROLLBACK_SUFFIX)
-                    saved_states.append(path)
-                    result.extra["removed_state_files"].append(path)
-        except (IOError, OSError, RdmaNodeError) as exc:
-            why = getattr(exc, "strerror", None) or exc
-            raise ApplyError("moving %s aside failed (%s); %s" % (
-                path, why, _undo_states(node, host, saved_states, "nothing was changed")),  # pylint: disable=undefined-loop-variable
-                {"errno": getattr(exc, "errno", None)}, result.as_dict()) from exc
-    try:
-        backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
-    except ApplyError as exc:
-        outcome = _undo_states(node, host, saved_states, "no state file had been moved") if restarting else \
-            "the kubelet was not touched"
-        raise ApplyError("%s; %s" % (exc.msg, outcome), exc.details, result.as_dict()) from exc
-    result.extra["backup_files"] = backups
-    if restarting:
-        node.systemctl("restart", node.service)
-        ok, why = node.healthy(params["restart_timeout"], params["healthz_url"], params["settle_time"])
-        if not ok:
-            problem = "the kubelet did not become healthy after the change (%s)" % why
-            try:
-                restored = revert(host, plans)
-                files = "the files were restored"
-            except ApplyError as exc:
-                restored, files = [], exc.msg
-            state_failures = _restore_states(host, saved_states)
-            node.systemctl("restart", node.service)
-            back, dummy_why = node.healthy(params["restart_timeout"], params["healthz_url"], params["settle_time"])
-            raise ApplyError("%s; %s%s and the kubelet restarted again (%s)" % (
-                problem, files, "; state files NOT restored: %s" % ", ".join(state_failures) if state_failures
-                else (", the state files put back" if saved_states else ""), "healthy" if back else "STILL NOT healthy"),
-                {"restored": restored + [p for p in saved_states if p not in state_failures],
-                 "healthy_after_rollback": back}, result.as_dict())
-        for path in saved_states:
-            try:
-                host.unlink(path + ROLLBACK_SUFFIX)
-            except (OSError, RdmaNodeError) as exc:
-                module.warn("could not remove the saved copy %s%s: %s" % (path, ROLLBACK_SUFFIX, getattr(exc, "strerror", None) or exc))
+    _apply.apply(_apply.Service(commands, planned["service"]), host, params, planned, result, warn=module.warn)
     return result.as_dict(with_diff=module._diff)
-
-
-ROLLBACK_SUFFIX = ".rdma-k8s-node-rollback"
-
-
-def _restore_states(host, saved):
-    """Put moved-aside state files back; returns the ones that could not be."""
-    failed = []
-    for path in saved:
-        try:
-            host.rename(path + ROLLBACK_SUFFIX, path)
-        except (OSError, RdmaNodeError):
-            failed.append(path)
-    return failed
-
-
-def _undo_states(node, host, saved, nothing):
-    """After a failure with the kubelet stopped: state files back, kubelet started; a sentence saying so."""
-    failed = _restore_states(host, saved)
-    rc, dummy_out, err = node.systemctl("start", node.service)
-    started = "the kubelet was started again" if rc == 0 else "starting the kubelet again FAILED: %s" % err.strip()
-    if failed:
-        return "state files NOT restored: %s (they are at <path>%s); %s" % (", ".join(failed), ROLLBACK_SUFFIX, started)
-    return "%s; %s" % ("the state files were put back" if saved else nothing, started)
 
 
 def main():
@@ -743,7 +369,7 @@ def main():
             restart_timeout=dict(type="int", default=60),
             settle_time=dict(type="int", default=15),
             healthz_url=dict(type="str", default="http://127.0.0.1:10248/healthz"),
-            on_conflict=dict(type="str", default="fail", choices=list(ON_CONFLICT)),
+            on_conflict=dict(type="str", default="fail", choices=list(_plan.ON_CONFLICT)),
             backup=dict(type="bool", default=False),
             host_root=dict(type="path", default="/"),
         ),

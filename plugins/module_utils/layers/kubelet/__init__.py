@@ -7,5 +7,9 @@
   conflicts, default options, the checkpoints the kubelet refuses, environment-file edits (pure);
 * :mod:`.host`    -- the kubelet as its node starts it: unit files, command line, config file and drop-ins (reads);
 * :mod:`.rancher` -- the same for k3s/rke2, which run the kubelet themselves (reads);
-(the module, kubelet_topology, still plans and applies itself; ``_runtime_facts.kubelet_facts`` reads the facts.)
+* :mod:`.observe` -- node -> observed: everything the planner reads (:func:`observe.collect`, one collector for the
+  module and for ``rdma_facts``);
+* :mod:`.plan`    -- options + observed -> the file writes, the flag edits, the stale state files, the restart, the
+  warnings, the refusals (pure);
+* :mod:`.apply`   -- stop, state files aside, the file transaction, restart, healthz watch, rollback.
 """

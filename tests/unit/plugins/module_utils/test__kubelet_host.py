@@ -10,8 +10,13 @@ import pytest
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as kubelet_observe
 from unit.plugins.kubelet_nodes import SCENARIOS, build_tree, scenario, write
+
+
+def kubelet_facts(host, **kwargs):
+    """``runtime.kubelet`` as rdma_facts returns it: the kubelet room's facts without the planner's input."""
+    return kubelet_observe.report_of(kubelet_observe.facts(host, **kwargs))
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

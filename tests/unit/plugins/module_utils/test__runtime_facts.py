@@ -1,4 +1,4 @@
-"""kubelet_facts: config, drop-ins and state files read from a host root; PyYAML only when a config exists."""
+"""The kubelet room's facts (runtime.kubelet): config, drop-ins and state files read from a host root; PyYAML only when a config exists."""
 
 import builtins
 import json
@@ -9,7 +9,12 @@ import pytest
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as kubelet_observe
+
+
+def kubelet_facts(host, **kwargs):
+    """``runtime.kubelet`` as rdma_facts returns it: the kubelet room's facts without the planner's input."""
+    return kubelet_observe.report_of(kubelet_observe.facts(host, **kwargs))
 
 
 def _write(root, path, text):

@@ -13,10 +13,16 @@ import yaml
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rancher as kr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as kubelet_observe
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from unit.plugins.kubelet_nodes import CORPUS, K3S_DROPINS, RANCHER_SCENARIOS, RancherKubeletBench, build_tree, write
 from unit.safety.nodes import ModuleFail, snapshot
+
+
+def kubelet_facts(host, **kwargs):
+    """``runtime.kubelet`` as rdma_facts returns it: the kubelet room's facts without the planner's input."""
+    return kubelet_observe.report_of(kubelet_observe.facts(host, **kwargs))
+
 
 OWN = "50-rdma-k8s-node-topology.conf"
 USER_YAML = "/etc/rancher/k3s/config.yaml.d/60-user.yaml"

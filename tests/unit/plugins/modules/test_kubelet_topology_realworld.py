@@ -18,9 +18,15 @@ import yaml
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as kubelet_observe
 from unit.plugins.kubelet_nodes import SCENARIOS, RealKubeletBench, write
 from unit.safety.nodes import ModuleFail, snapshot
+
+
+def kubelet_facts(host, **kwargs):
+    """``runtime.kubelet`` as rdma_facts returns it: the kubelet room's facts without the planner's input."""
+    return kubelet_observe.report_of(kubelet_observe.facts(host, **kwargs))
+
 
 MANAGED = set(kub.MANAGED_KEYS)
 OWN = "50-rdma-k8s-node-topology.conf"

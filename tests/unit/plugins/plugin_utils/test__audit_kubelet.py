@@ -5,9 +5,15 @@ import json
 
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import role_defaults
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import kubelet_facts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as kubelet_observe
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from unit.plugins.kubelet_nodes import build_tree, scenario, write
+
+
+def kubelet_facts(host, **kwargs):
+    """``runtime.kubelet`` as rdma_facts returns it: the kubelet room's facts without the planner's input."""
+    return kubelet_observe.report_of(kubelet_observe.facts(host, **kwargs))
+
 
 OWN = "# Managed by rdma.k8s_node.kubelet_topology\n"
 
