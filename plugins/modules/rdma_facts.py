@@ -355,8 +355,8 @@ ansible_facts:
               or its systemd unit), config file and C(--config-dir) drop-ins as layers in the kubelet's order with the
               flags that override them, the effective topology/CPU/memory manager settings and state-file policies.
             - Values that cannot be read are null, with the reason in its own C(problems) list.
-            - C(containerd) is absent when the containerd room's observer failed (C(layers.containerd) is null and
-              C(problems) says why).
+            - C(containerd) and C(kubelet) are absent when their room's observer failed (C(layers.containerd) or
+              C(layers.kubelet) is null and C(problems) says why).
           type: dict
           returned: always
           sample: {"containerd": {"version": "1.7.24", "config_version": 2}, "kubelet": {"config": null}}
@@ -485,6 +485,16 @@ ansible_facts:
               collection's unit drop-in) and C(systemd) (whether systemd answers); V(null) without a readable config
               or dump, C(error) when a piece could not be read. The audit runs containerd_rdma's planner on them. See
               docs/containerd.md.
+            - C(kubelet) - what C(runtime.kubelet) holds (read once - C(runtime.kubelet) is this section without
+              C(observed) and C(numa)), C(observed), what kubelet_topology's planner reads - C(version), C(service),
+              C(line) (how the kubelet starts - command line, unit, flags with the file each comes from, k3s/rke2),
+              C(config_file), C(layers) (config file and drop-ins in the kubelet's order), C(documents) (their texts),
+              C(cpus_online), C(numa_nodes), C(state_files) and C(state_exists) (the CPU and memory manager
+              checkpoints), C(files) (C(path), C(exists), C(content), C(mode), C(uid), C(gid) of the collection's
+              drop-in under each name it can take, the config file and the environment files of the flags); V(null)
+              without a readable configuration, C(error) when a piece could not be read - and C(numa) (the NUMA
+              nodes of the GPUs and RDMA NICs, and the online ones, for C(kubelet.whole_node)). The audit runs
+              kubelet_topology's planner on them. See docs/kubelet.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,
@@ -509,6 +519,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import pe
 from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _kubelet_observe
 
 
 def layer_facts(host, problems, commands=None, options=None):
@@ -548,9 +559,10 @@ def main():
         facts["layers"] = layer_facts(host, facts["problems"], commands,
                                       {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc},
                                        "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")},
-                                       "containerd": {"pids": pids}})
-        # runtime.containerd is the containerd room's report (its layers.containerd without the planner's input),
-        # absent when the room's observer failed (a problems entry): containerd is not observed twice
+                                       "containerd": {"pids": pids},
+                                       "kubelet": {"pids": pids, "numa": _kubelet_observe.numa_of(facts)}})
+        # runtime.containerd and runtime.kubelet are the rooms' reports (layers.containerd and layers.kubelet without
+        # the planners' input), absent when the room's observer failed (a problems entry): nothing is observed twice
         facts["runtime"] = runtime_facts(host, commands, pids, facts["layers"])
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())

@@ -26,10 +26,7 @@ from ansible.module_utils.common.validation import check_type_bool, check_type_i
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as _kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
 
@@ -446,111 +443,6 @@ def _sriov(checks, facts, desired):
                        live={"vfs": len(device["vfs"])})
 
 
-# -- kubelet (containerd is a room: plugins/module_utils/layers/containerd/judge.py) ------------------------------------
-_KUBELET_KEYS = (
-    ("kubelet_topology_topology_manager_policy", "topologyManagerPolicy"),
-    ("kubelet_topology_topology_manager_scope", "topologyManagerScope"),
-    ("kubelet_topology_topology_manager_policy_options", "topologyManagerPolicyOptions"),
-    ("kubelet_topology_cpu_manager_policy", "cpuManagerPolicy"),
-    ("kubelet_topology_memory_manager_policy", "memoryManagerPolicy"),
-)
-
-
-def _kubelet_want(desired):
-    """The KubeletConfiguration fields the role's variables ask for, as the module computes them."""
-    params = dict((var[len("kubelet_topology_"):], desired.get(var)) for var, dummy_key in _KUBELET_KEYS)
-    if not params.get("topology_manager_policy_options"):
-        params["topology_manager_policy_options"] = None
-    return _kub.desired_settings(params)
-
-
-def _override_remedy(conflict):
-    if conflict["kind"] == "flags":
-        origins = [f.get("origin") or {} for f in conflict["flags"]]
-        if origins and all(o.get("how") == "kubelet-arg" and o.get("file") for o in origins):
-            # k3s/rke2: the flag comes from a kubelet-arg of their config.yaml(.d), which the collection never edits
-            return ("remove %s from the kubelet-arg list of %s, then restart the k3s/rke2 unit" % (
-                ", ".join(f["flag"] for f in conflict["flags"]), ", ".join(sorted(set(o["file"] for o in origins)))))
-        if all(o.get("how") == "EnvironmentFile" and o.get("var") for o in origins):
-            return ("remove %s, or run the kubelet_topology role with kubelet_topology_on_conflict=override (it takes the "
-                    "flag out of %s)" % (conflict["source"], ", ".join(sorted(set(o["file"] for o in origins)))))
-        return "remove %s from the kubelet's command line (systemd unit: then systemctl daemon-reload)" % conflict["source"]
-    return ("remove %s from %s, or run the kubelet_topology role with kubelet_topology_on_conflict=override (its drop-in "
-            "then sorts after it)" % (conflict["key"], conflict["source"]))
-
-
-def _kubelet(checks, facts, desired):
-    kubelet = (facts.get("runtime") or {}).get("kubelet")
-    if desired is None or kubelet is None:
-        return
-    settings = kubelet.get("settings") or {}
-    if not settings:
-        checks.add("kubelet.topology", "unknown", detail="no kubelet configuration could be read (%s)"
-                   % kubelet.get("config_file"))
-        return
-    want, have = {}, {}
-    for var, key in _KUBELET_KEYS:
-        value = desired.get(var)
-        if value in (None, {}, ""):
-            continue
-        want[key], have[key] = value, settings.get(key)
-    layers = kubelet.get("layers") or []
-    if want:
-        deciders = []
-        for key in sorted(k for k in want if want[k] != have[k]):
-            index = _kub.decider(layers, key) if layers else None
-            if index is not None:
-                deciders.append("%s from %s" % (key, _kub.describe_layer(layers[index], key)))
-        checks.add("kubelet.topology", "ok" if want == have else "drift", desired=want, persisted=have,
-                   live="running" if kubelet.get("running") else "not running",
-                   remedy="run the kubelet_topology role (kubelet_topology_restart_ok=true to restart kubelet)",
-                   detail="set by " + "; ".join(deciders) if deciders else None)
-    if want and layers:
-        _kubelet_overrides(checks, kubelet, layers, desired)
-    for key, state in sorted((kubelet.get("state_files") or {}).items()):
-        configured = settings.get(key)
-        policy = (state or {}).get("policy")
-        if policy is not None and configured is not None and str(policy).lower() != str(configured).lower():
-            checks.add("kubelet.state_file", "fail", subject=key, desired=configured, live=policy,
-                       persisted=state.get("path"),
-                       remedy="stop kubelet, remove %s, start kubelet (kubelet_topology does this)" % state.get("path"),
-                       detail="kubelet refuses to start when its state file names another policy")
-
-
-def _kubelet_overrides(checks, kubelet, layers, desired):
-    """Later drop-ins and flags that override what the role sets, judged by the module's own planner (kub.plan)."""
-    want = _kubelet_want(desired)
-    target = _kub.audit_target(kubelet, desired.get("kubelet_topology_mode") or "auto")
-    if target["mode"] == "config" and not any(layer["kind"] == "config" for layer in layers):
-        checks.add("kubelet.override", "unknown", detail="the kubelet reads no config file (%s) and the role would not "
-                   "write a drop-in: where its settings would go is unknown" % (kubelet.get("config_file") or "no --config"))
-        return
-    try:
-        planned = _kub.plan(layers, want, target, "ignore")
-    except RdmaNodeError as exc:
-        checks.add("kubelet.override", "unknown", detail=exc.msg)
-        return
-    found = set()
-    for conflict in planned["conflicts"]:
-        subject = conflict["key"] + ("." + conflict["option"] if conflict["option"] else "")
-        found.update(f["flag"] for f in conflict["flags"])
-        checks.add("kubelet.override", "fail", subject=subject, desired=conflict["want"], live=conflict["value"],
-                   persisted=conflict["source"], remedy=_override_remedy(conflict),
-                   detail="%s: the role's setting cannot take effect" % _kub.conflict_text(conflict))
-    live = kubelet.get("live_flags")
-    if live is None:
-        return
-    persistent = set(f["flag"] for layer in layers if layer["kind"] == "flags" for f in layer["flags"])
-    live_layers = planned["layers"][:-1] + [_kub.flags_layer(live, "the running kubelet")]
-    for conflict in _kub.find_conflicts(live_layers, want, planned["ours"]):
-        stale = [f["flag"] for f in conflict["flags"] if f["flag"] not in persistent and f["flag"] not in found]
-        if stale:
-            checks.add("kubelet.override", "drift", subject=conflict["key"], desired=conflict["want"],
-                       live=conflict["value"], persisted=", ".join(stale),
-                       remedy="restart the kubelet (kubelet_topology_restart_ok=true): its unit no longer sets %s"
-                       % ", ".join(stale), detail="the running kubelet: %s" % _kub.conflict_text(conflict))
-
-
 # -- topology, MTU, cgroup ------------------------------------------------------------------------------------------
 def _closest_first(item):
     """Sort key of ``(nic, class)`` pairs: the best PCIe class first (unknown classes last), then the NIC name."""
@@ -641,49 +533,6 @@ def _cgroup(checks, facts):
 
 
 # -- driver ---------------------------------------------------------------------------------------------------------
-def _kubelet_layer(checks, facts, desired):
-    _kubelet(checks, facts, desired)
-    _whole_node(checks, facts, desired)
-
-
-def _whole_node(checks, facts, desired):
-    """``kubelet.whole_node``: the Topology Manager policy (the desired one, else the kubelet's) admits a pod asking
-    for every GPU and RDMA NIC of the node, by the kubelet's hint merge (``_topology.whole_node_admission``)."""
-    if desired is not None and desired.get("rdma_audit_whole_node_pods") is False:
-        return
-    gpus = facts.get("gpus") or []
-    nics = [d for d in facts.get("devices") or [] if d.get("pci_address") and not d.get("is_vf")]
-    if not gpus or not nics:
-        return
-    kubelet = (facts.get("runtime") or {}).get("kubelet") or {}
-    settings = kubelet.get("settings") or {}
-    desired = desired or {}
-
-    def pick(var, key, default):
-        value = desired.get(var)
-        if value in (None, "", {}):
-            value = settings.get(key)
-        return default if value in (None, "") else value
-
-    policy = pick("kubelet_topology_topology_manager_policy", "topologyManagerPolicy", "none")
-    scope = pick("kubelet_topology_topology_manager_scope", "topologyManagerScope", "container")
-    options = pick("kubelet_topology_topology_manager_policy_options", "topologyManagerPolicyOptions", {})
-    devices = {"gpu": [g.get("numa_node") for g in gpus], "rdma": [d.get("numa_node") for d in nics]}
-    online = (facts.get("numa_nodes") or {}).get("online") if isinstance(facts.get("numa_nodes"), dict) else None
-    why = _topo.whole_node_admission(policy, options if isinstance(options, dict) else None, scope, devices,
-                                     numa_nodes=online,
-                                     cpu_manager_policy=pick("kubelet_topology_cpu_manager_policy", "cpuManagerPolicy", "none"),
-                                     memory_manager_policy=pick("kubelet_topology_memory_manager_policy",
-                                                                "memoryManagerPolicy", "None"))
-    span = sorted(set(n for n in devices["gpu"] + devices["rdma"] if isinstance(n, int) and n >= 0))
-    checks.add("kubelet.whole_node", "fail" if why else "ok", subject=policy,
-               desired="a pod asking for all %d GPUs and %d RDMA NICs is admitted" % (len(gpus), len(nics)),
-               live={"policy": policy, "scope": scope, "numa_nodes": span},
-               remedy="kubelet_topology_topology_manager_policy=restricted (or best-effort), or "
-                      "rdma_audit_whole_node_pods=false when no pod asks for the whole node" if why else None,
-               detail=why)
-
-
 def _topology_layer(checks, facts, desired):
     _topology(checks, facts, desired)
     _mtu(checks, facts, desired)
@@ -693,7 +542,7 @@ def _topology_layer(checks, facts, desired):
 # the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
     "drivers": _drivers, "kernel": _kernel, "sriov": _sriov,
-    "kubelet": _kubelet_layer, "topology": _topology_layer,
+    "topology": _topology_layer,
 }
 
 

@@ -30,6 +30,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters impo
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import observe as _firmware_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _irq_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _kubelet_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import observe as _netns_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.qos import observe as _qos_observe
@@ -127,8 +128,11 @@ LAYERS = (
           ("kubelet_topology_topology_manager_policy", "kubelet_topology_topology_manager_scope",
            "kubelet_topology_topology_manager_policy_options", "kubelet_topology_cpu_manager_policy",
            "kubelet_topology_memory_manager_policy", "kubelet_topology_mode", "rdma_audit_whole_node_pods",
-           "kubelet_topology_reserved_system_cpus"),
-          (), ("runtime", "gpus", "devices", "numa_nodes"), "docs/kubelet.md"),
+           "kubelet_topology_reserved_system_cpus", "kubelet_topology_topology_manager_default_options",
+           "kubelet_topology_reserved_memory", "kubelet_topology_on_conflict", "kubelet_topology_restart_ok"),
+          (), ("layers", "runtime", "gpus", "devices", "numa_nodes"), "docs/kubelet.md",
+          observe=_kubelet_observe.facts, judge_ref="kubelet.judge:judge", runs_tools=True,
+          legacy_ref="kubelet.judge:section_of"),
     Layer("topology", "GPU-NIC affinity, MTU and the RDMA cgroup (judged, not provisioned)", (),
           ("rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu"),
           ("mtu", "cgroup"), ("gpus", "devices", "gpu_nic_affinity", "numa_nodes", "mtu", "rdma_cgroup"),

@@ -11,5 +11,7 @@
   module and for ``rdma_facts``);
 * :mod:`.plan`    -- options + observed -> the file writes, the flag edits, the stale state files, the restart, the
   warnings, the refusals (pure);
-* :mod:`.apply`   -- stop, state files aside, the file transaction, restart, healthz watch, rollback.
+* :mod:`.apply`   -- stop, state files aside, the file transaction, restart, healthz watch, rollback;
+* :mod:`.judge`   -- the audit: the planner run against the facts (``kubelet.config``), and the checks the audit made
+  before the room (``kubelet.topology``, ``override``, ``state_file``, ``whole_node``).
 """

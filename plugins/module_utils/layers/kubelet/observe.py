@@ -36,30 +36,19 @@ def main_pid(commands, service=DEFAULT_SERVICE):
     return None
 
 
-def read_version(host, commands, binary=None, service=DEFAULT_SERVICE, problems=None, rancher=False):
+def read_version(host, commands, binary=None, service=DEFAULT_SERVICE, rancher=False):
     """The kubelet's version ``(major, minor, patch)`` from ``<binary> --version`` (``rancher``: k3s's/rke2's binary
-    its unit runs, which names the kubelet's version).  With ``problems`` None a kubelet that is not there or does not
-    answer raises ApplyError; with a list (the facts) it is None, and a version that does not parse is a problem."""
-    if problems is not None:
-        if commands is None or not (host.is_executable(binary) if binary else commands.find("kubelet")):
-            return None
-    elif rancher:
+    its unit runs, which names the kubelet's version).  ApplyError when the kubelet is not there or does not answer
+    (the module's refusal), ParseError when its answer is not a version."""
+    if rancher:
         if not binary or not host.is_executable(binary):
             raise ApplyError("%s: the program its unit runs (%s) is not on the node" % (service, binary))
     elif not commands.find("kubelet"):
         raise ApplyError("kubelet is not installed on the node")
     rc, out, err = commands.run([binary or "kubelet", "--version"])
     if rc != 0:
-        if problems is not None:
-            return None
         raise ApplyError("%s --version failed: %s" % (binary or "kubelet", (err or out).strip()))
-    try:
-        return kub.parse_kubelet_version(out)
-    except RdmaNodeError as exc:
-        if problems is None:
-            raise
-        problems.append({"what": "kubelet --version", "error": exc.msg})
-        return None
+    return kub.parse_kubelet_version(out)
 
 
 def state_policy(text):
@@ -125,7 +114,7 @@ def collect(host, commands, pid=FIND, config=DEFAULT_CONFIG, dropin_name=kub.DEF
             out["version"] = read_version(host, commands)
         line = read_line(rancher)
         if rancher:
-            out["version"] = read_version(host, commands, line["rancher"]["binary"], rancher["service"], rancher=True)
+            out["version"] = read_version(host, commands, line["rancher"]["binary"], rancher["service"], True)
     else:
         try:
             rancher = kr.detect(host)  # k3s/rke2: the kubelet's flags come from their config files and unit
@@ -136,7 +125,14 @@ def collect(host, commands, pid=FIND, config=DEFAULT_CONFIG, dropin_name=kub.DEF
             line = {"running": bool(pid), "pid": pid, "unit": None, "source": None, "config": None,
                     "config_dir": None, "flags": [], "flags_from": None, "live_flags": None, "problems": []}
         problems.extend(line["problems"])
-        out["version"] = read_version(host, commands, (line.get("rancher") or {}).get("binary"), problems=problems)
+        if commands is not None:
+            try:
+                out["version"] = read_version(host, commands, (line.get("rancher") or {}).get("binary"),
+                                              out["service"] if not rancher else rancher["service"], rancher=bool(rancher))
+            except ApplyError as exc:  # no kubelet, or it does not answer: the module refuses the node so
+                out["version_error"] = exc.msg
+            except RdmaNodeError as exc:
+                problems.append({"what": "kubelet --version", "error": exc.msg})
     if rancher:
         out["service"] = rancher["service"]
     out["pid"] = line["pid"] if pid is FIND else pid
@@ -230,7 +226,8 @@ def planner_input(got):
         return None
     if got.get("planner_error"):
         return {"error": got["planner_error"]}
-    return {"version": list(got["version"]) if got["version"] is not None else None, "service": got["service"],
+    return {"version": list(got["version"]) if got["version"] is not None else None,
+            "version_error": got.get("version_error"), "service": got["service"],
             "line": got["line"], "config_file": got["config_file"], "layers": got["layers"],
             "documents": dict((path, doc["text"]) for path, doc in got["documents"].items()),
             "cpus_online": kub.format_cpuset(got["cpus_online"]), "numa_nodes": sorted(got["numa_nodes"]),

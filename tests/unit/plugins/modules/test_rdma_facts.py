@@ -112,6 +112,24 @@ def test_a_failing_containerd_observer_is_a_problem_and_containerd_is_read_once(
     assert set(facts["runtime"]) == {"kubelet"}
 
 
+def test_a_failing_kubelet_observer_is_a_problem_and_the_kubelet_is_read_once(node, monkeypatch):
+    """The kubelet room's observer raises: layers.kubelet is null with a problems entry, runtime has no kubelet
+    section (it is not observed a second time), containerd is still read."""
+    from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as kubelet_observe
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(args)
+        raise HostReadError("cannot read /proc/1/cmdline: Input/output error")
+    monkeypatch.setattr(kubelet_observe, "collect", broken)
+    facts = run({"host_root": str(node)})["ansible_facts"]["rdma"]
+    assert len(calls) == 1
+    assert facts["layers"]["kubelet"] is None
+    assert {"path": "layers.kubelet", "error": "cannot read /proc/1/cmdline: Input/output error"} in facts["problems"]
+    assert set(facts["runtime"]) == {"containerd"}
+
+
 def test_same_result_outside_check_mode(node):
     checked = run({"host_root": str(node), "_ansible_check_mode": True})
     normal = run({"host_root": str(node)})
