@@ -1,8 +1,18 @@
 """FUSE front end (mfusepy): serves the Node's tree at a mount point, plus the control file .hwsim/ctl.
 
 Every error is the errno the state model raised, so callers (the code under test, possibly in a user-namespaced
-container) see exactly what the kernel would return. Mounted with direct_io and zero cache timeouts: sysfs values
-change under the caller's feet and must never be served from the page cache or a stale dentry.
+container) see exactly what the kernel would return. Mounted with direct_io and zero attribute and negative-entry
+timeouts: sysfs values change under the caller's feet and must never be served from the page cache, and a path
+that appears (a new VF, a new rdma link) must be seen at once.
+
+Positive directory entries are cached for ENTRY_TIMEOUT seconds, as the kernel caches sysfs's own dentries
+(kernfs_dop_revalidate keeps a dentry while its node is active): without it every path component of every open
+was a FUSE LOOKUP, about 8 round trips through this Python daemon for /sys/class/infiniband/<dev>/ports/1/
+hw_counters/<name>.  A cached entry never answers for the daemon: the high-level API hands every open, read, stat
+(attr_timeout 0), readlink and readdir to it by path, and it answers from the Node's state, so a path removed
+within the timeout fails with ENOENT exactly as it did (tests/unit/hwsim/test_fusefs_cache.py).  Measured on
+dgx-h100 (1,623 open+read+close of hw_counters and device attributes, one command): 3.80 -> 1.04 ms a read,
+daemon CPU 3.38 -> 1.31 s.
 """
 
 from __future__ import annotations
@@ -180,7 +190,11 @@ class HwsimFS(fuse.Operations):
         self.node.faults.clear()
 
 
+#: seconds the kernel keeps a path component it looked up (the module docstring says why this is safe)
+ENTRY_TIMEOUT = 1.0
+
+
 def serve(node: Node, mountpoint: str, foreground: bool = True) -> None:
     """Mount and serve until unmounted (blocks)."""
     fuse.FUSE(HwsimFS(node), mountpoint, foreground=foreground, allow_other=True, direct_io=True,
-              attr_timeout=0, entry_timeout=0, negative_timeout=0, fsname="hwsim", subtype="hwsim")
+              attr_timeout=0, entry_timeout=ENTRY_TIMEOUT, negative_timeout=0, fsname="hwsim", subtype="hwsim")
