@@ -252,6 +252,46 @@ def test_server_port_already_in_use_is_not_started(monkeypatch, tmp_path):
     assert "already in use" in entry["output"]
 
 
+# a perftest stand-in that prints the banner, then (after DELAY s, as a loaded node may) listens on its -p port
+LATE_LISTENER = """echo '* Waiting for client to connect... *'
+while [ $# -gt 0 ]; do [ "$1" = -p ] && port=$2; shift; done
+exec python3 -c 'import socket, sys, time
+time.sleep(float(sys.argv[2]))
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(1)
+time.sleep(60)' "$port" DELAY
+"""
+
+
+def test_without_rdma_cm_a_server_is_listening_only_once_its_tcp_socket_is(monkeypatch, tmp_path):
+    # perftest prints "Waiting for client to connect" before it creates its socket (src/write_bw.c): the banner
+    # alone must not let the client start (kernel_vm's validate under load: "Couldn't connect to ...")
+    import socket  # pylint: disable=import-outside-toplevel
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fake = script(tmp_path, "late_bw", LATE_LISTENER.replace("DELAY", "1.5"))
+    run_dir = str(tmp_path / "run")
+    entry = run(monkeypatch, action="server", binary=fake, run_dir=run_dir, rdma_cm=False, start_timeout=20,
+                jobs=[{"id": "late", "device": "rxe0", "tcp_port": port}])["jobs"][0]
+    try:
+        assert entry["status"] == "listening", entry
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # refused (ConnectionRefusedError) if the module had answered on the banner
+    finally:
+        run(monkeypatch, action="stop", run_dir=run_dir, jobs=[{"id": "late"}])
+
+
+def test_without_rdma_cm_a_banner_without_a_socket_is_not_started(monkeypatch, tmp_path):
+    fake = script(tmp_path, "banner_bw", "echo '* Waiting for client to connect... *'\nexec sleep 60\n")
+    entry = run(monkeypatch, action="server", binary=fake, run_dir=str(tmp_path / "run"), rdma_cm=False,
+                start_timeout=2, jobs=[{"id": "x", "device": "rxe0", "tcp_port": 18596}])["jobs"][0]
+    assert entry["status"] == "not_started" and entry["waited"] == 2
+    assert "Waiting for client" in entry["output"]
+
+
 def test_server_that_prints_its_banner_and_exits_is_not_listening(monkeypatch, tmp_path):
     # perftest prints the banner before it binds; a bind failure ends it within the grace
     fake = script(tmp_path, "fail_bw", "echo ' Waiting for client rdma_cm QP to connect'\nsleep 0.3\n"
