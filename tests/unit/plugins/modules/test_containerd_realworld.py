@@ -171,24 +171,52 @@ def missing(why, version):
     pytest.skip(why)
 
 
+def line_directories(line):
+    """The cache directories that may hold containerd and ctr of this release line, in the order they are used:
+    Debian's packages of the line (``deb-<Debian version>``, what scripts/build-containerd --required fetches), then
+    the line's build from source (``v<version>``)."""
+    return sorted(CACHE.glob("deb-%d.%d.*" % line)) + [CACHE / LINES[line][0]]
+
+
 def real_binaries(line):
     """The cached directory with containerd and ctr of this release line, or skip saying how to get it (fail under
-    scripts/test for the versions scripts/setup builds)."""
+    scripts/test for the lines scripts/setup provides)."""
     version = LINES[line][0]
-    directory = CACHE / version
-    if not ((directory / "containerd").is_file() and (directory / "ctr").is_file()):
-        missing("no containerd %s in %s (build it: scripts/build-containerd %s)" % (version, CACHE, version), version)
+    found = [d for d in line_directories(line) if (d / "containerd").is_file() and (d / "ctr").is_file()]
+    if not found:
+        missing("no containerd %d.%d in %s (build it: scripts/build-containerd %s, or fetch Debian's: "
+                "scripts/build-containerd --required)" % (line + (CACHE, version)), version)
     if os.geteuid() != 0 or not shutil.which("chroot"):
         missing("running the real containerd in the node tree needs root and chroot(8)", version)
-    return directory
+    return found[0]
+
+
+def shared_libraries(binary):
+    """The files a dynamically linked binary loads (its ELF interpreter and libraries, as ldd lists them), resolved;
+    [] for a static one."""
+    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    paths = []
+    for line in proc.stdout.splitlines():
+        words = line.split()
+        path = words[2] if len(words) > 2 and words[1] == "=>" else words[0] if words else ""
+        if path.startswith("/"):
+            paths.append(path)
+    return paths
 
 
 def test_setup_builds_one_containerd_of_each_line():
-    """scripts/setup's versions are versions these tests know, one 1.6, one 1.7 and one 2.x."""
+    """scripts/setup's versions are versions these tests know, one 1.6, one 1.7 and one 2.x; each line it takes
+    from Debian first falls back to the source version of the same line."""
     required = required_versions()
     assert required <= set(version for version, dummy_text in LINES.values())
     assert sorted(version.split(".")[0] + "." + version.split(".")[1] if version.startswith("v1") else "v2"
                   for version in required) == ["v1.6", "v1.7", "v2"]
+    block = re.search(r"^REQUIRED_LINES=\(\n(.*?)^\)", BUILD_SCRIPT.read_text(), re.MULTILINE | re.DOTALL).group(1)
+    entries = [line.strip().strip('"').split() for line in block.splitlines() if line.strip()]
+    assert sorted(entry[1] for entry in entries) == sorted(required)
+    for entry in entries:
+        assert entry[1].startswith("v%s." % entry[0]) and entry[2:], entry
+        assert tuple(int(part) for part in entry[0].split(".")) in LINES
 
 
 def test_a_missing_required_binary_fails_under_scripts_test_and_skips_alone(monkeypatch, tmp_path):
@@ -206,18 +234,24 @@ def test_a_missing_required_binary_fails_under_scripts_test_and_skips_alone(monk
             real_binaries(optional[0])
 
 
+def _link(source, dest):
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists() or dest.is_symlink():
+        dest.unlink()
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
 def install_binaries(root, directory, bin_dir):
-    """Hard links (a copy across filesystems) of the real binaries at ``bin_dir`` of the node tree."""
+    """Hard links (a copy across filesystems) of the real binaries at ``bin_dir`` of the node tree, and of the C
+    library a dynamically linked one loads (Debian's packages), at its own path, as on a node."""
     target = root / bin_dir.lstrip("/")
-    target.mkdir(parents=True, exist_ok=True)
     for name in ("containerd", "ctr"):
-        dest = target / name
-        if dest.exists():
-            dest.unlink()
-        try:
-            os.link(directory / name, dest)
-        except OSError:
-            shutil.copy2(directory / name, dest)
+        _link(directory / name, target / name)
+        for library in shared_libraries(directory / name):
+            _link(pathlib.Path(library).resolve(), root / library.lstrip("/"))
 
 
 class RealContainerd:  # pylint: disable=too-few-public-methods
