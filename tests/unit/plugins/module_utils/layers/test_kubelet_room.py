@@ -303,3 +303,9 @@ def test_a_node_without_a_kubelet_fails_as_the_module_does(bench):
     ok, failure = check_mode(node, desired())
     assert not ok and failure["msg"] == "kubelet is not installed on the node"
     assert (check["status"], check["detail"]) == ("fail", failure["msg"])
+
+
+def test_the_judges_fallback_defaults_are_the_roles():
+    """judge.ROLE_DEFAULTS fills what a desired state lacks exactly as roles/kubelet_topology/defaults/main.yml does."""
+    defaults = role_defaults()
+    assert _judge.ROLE_DEFAULTS == dict((var, defaults[var]) for var in _judge.ROLE_DEFAULTS)
