@@ -31,7 +31,7 @@ import mfusepy as fuse
 from . import control
 from .mount import CTL, CTL_DIR, PID
 from .state import Node
-from .vfs import File, st_mode
+from .vfs import Dir, File, st_mode
 
 
 @dataclass
@@ -89,6 +89,22 @@ class HwsimFS(fuse.Operations):
         entry = self.node.lookup(rel, follow_last=False)[1]
         size = entry.size if isinstance(entry, File) else 0
         return self._stat(st_mode(entry), size)
+
+    def opendir(self, path: str) -> int:
+        """ENOENT (ENOTDIR) for a directory that is gone (is not one), as open() of a removed sysfs directory gives:
+        libfuse's default opened any path whose dentry the kernel still held (ENTRY_TIMEOUT), and only the readdir
+        after it failed (a VF's ``net`` directory after an unbind, seen by ib_vf_guids in the unit suite)."""
+        rel = self._rel(path)
+        if rel not in ("", CTL_DIR) and not isinstance(self.node.lookup(rel)[1], Dir):
+            raise fuse.FuseOSError(errno.ENOTDIR)
+        return 0
+
+    def access(self, path: str, amode: int) -> int:
+        """ENOENT for a path that is gone (libfuse's default answered 0 for any path the kernel still held)."""
+        rel = self._rel(path)
+        if rel not in ("", CTL_DIR, CTL, PID):
+            self.node.lookup(rel, follow_last=False)
+        return 0
 
     def readlink(self, path: str) -> str:
         return self.node.readlink(self._rel(path))

@@ -26,12 +26,14 @@ def write(path, data):
 
 
 def warm(root, paths):
-    """Look every path up (and read the files): their dentries are now cached."""
+    """Look every path up (and read the files, list the directories): their dentries are now cached."""
     for rel in paths:
         path = root / rel
         os.lstat(path)
         if path.is_file():
             path.read_bytes()
+        elif path.is_dir() and not path.is_symlink():
+            os.listdir(path)
 
 
 def test_the_cache_is_short_and_covers_positive_entries_only():
@@ -41,7 +43,7 @@ def test_the_cache_is_short_and_covers_positive_entries_only():
 def test_removed_vfs_are_gone_at_once_through_cached_dentries(dgx):
     root = dgx.root
     write(root / NUMVFS, "2")
-    cached = [VF, VF + "/infiniband/mlx5_12/node_guid", VF + "/physfn", "sys/class/infiniband/mlx5_12/ports/1/state",
+    cached = [VF, VF + "/infiniband", VF + "/infiniband/mlx5_12/node_guid", VF + "/physfn", "sys/class/infiniband/mlx5_12/ports/1/state",
               "sys/bus/pci/devices/0000:18:00.0/virtfn0", "sys/class/net/ibp24s0v0/mtu"]
     warm(root, cached)
     write(root / NUMVFS, "0")  # the first lookups below come within milliseconds, well inside the entry timeout
@@ -49,6 +51,10 @@ def test_removed_vfs_are_gone_at_once_through_cached_dentries(dgx):
         assert errno_of(os.lstat, root / rel) == errno.ENOENT, rel
     assert errno_of(os.open, root / VF / "infiniband/mlx5_12/node_guid", os.O_RDONLY) == errno.ENOENT
     assert errno_of(os.readlink, root / "sys/bus/pci/devices/0000:18:00.0/virtfn0") == errno.ENOENT
+    # a directory held in the cache does not open, and is not accessible (libfuse's defaults said yes to both)
+    assert errno_of(os.open, root / VF / "infiniband", os.O_RDONLY | os.O_DIRECTORY) == errno.ENOENT
+    assert errno_of(os.listdir, root / VF / "infiniband") == errno.ENOENT
+    assert not os.access(root / VF / "infiniband", os.F_OK)
     assert "0000:18:00.1" not in os.listdir(root / "sys/bus/pci/devices")
     assert "mlx5_12" not in os.listdir(root / "sys/class/infiniband")
     assert not [n for n in os.listdir(root / "sys/bus/pci/devices/0000:18:00.0") if n.startswith("virtfn")]
