@@ -317,23 +317,7 @@ def run_module(module):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            memlock=dict(type="str", default="unlimited"),
-            nofile=dict(type="int"),
-            config=dict(type="path", default="/etc/containerd/config.toml"),
-            base_runtime_spec=dict(type="path", default="/etc/containerd/rdma-k8s-node-base-spec.json"),
-            runtimes=dict(type="list", elements="str", default=[]),
-            cdi=dict(type="bool", default=True),
-            cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
-            edit_imports=dict(type="bool", default=False),
-            edit_generated=dict(type="bool", default=False),
-            unit_dropin=dict(type="path"),
-            service=dict(type="str", default="containerd"),
-            restart=dict(type="bool", default=False),
-            restart_timeout=dict(type="int", default=60),
-            backup=dict(type="bool", default=False),
-            host_root=dict(type="path", default="/"),
-        ),
+        argument_spec=_plan.argument_spec(),
         supports_check_mode=True,
     )
     exit_module(module, run_module)

@@ -322,7 +322,6 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Resul
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import apply as _apply
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import plan as _plan
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
 
 
 def run_module(module):
@@ -350,29 +349,7 @@ def run_module(module):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            topology_manager_policy=dict(type="str", choices=list(kub.TOPOLOGY_POLICIES)),
-            topology_manager_scope=dict(type="str", choices=list(kub.TOPOLOGY_SCOPES)),
-            topology_manager_policy_options=dict(type="dict"),
-            topology_manager_default_options=dict(type="dict"),
-            cpu_manager_policy=dict(type="str", choices=list(kub.CPU_POLICIES)),
-            reserved_system_cpus=dict(type="str"),
-            memory_manager_policy=dict(type="str", choices=list(kub.MEMORY_POLICIES)),
-            reserved_memory=dict(type="list", elements="dict", options=dict(
-                numa_node=dict(type="int", required=True),
-                limits=dict(type="dict", required=True),
-            )),
-            mode=dict(type="str", default="auto", choices=["auto", "dropin", "config"]),
-            dropin_name=dict(type="str", default="50-rdma-k8s-node-topology.conf"),
-            config=dict(type="path", default="/var/lib/kubelet/config.yaml"),
-            restart=dict(type="bool", default=False),
-            restart_timeout=dict(type="int", default=60),
-            settle_time=dict(type="int", default=15),
-            healthz_url=dict(type="str", default="http://127.0.0.1:10248/healthz"),
-            on_conflict=dict(type="str", default="fail", choices=list(_plan.ON_CONFLICT)),
-            backup=dict(type="bool", default=False),
-            host_root=dict(type="path", default="/"),
-        ),
+        argument_spec=_plan.argument_spec(),
         supports_check_mode=True,
     )
     exit_module(module, run_module)

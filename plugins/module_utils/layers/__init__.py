@@ -8,7 +8,10 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.validation import check_type_bool
+
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 
 
 def desired_bool(desired, name, default=True):
@@ -20,3 +23,26 @@ def desired_bool(desired, name, default=True):
         return check_type_bool(desired.get(name, default))
     except TypeError:
         return default
+
+
+def omitted(value):
+    """A role's ``value | default(omit, true)``: a value Jinja takes as false (None, "", 0, False, an empty list or
+    dict) is not passed to the module."""
+    return value if value else None
+
+
+def role_params(argument_spec, params, prefix):
+    """A role's task arguments as its module receives them: ``params`` (the arguments the task passes, None where it
+    omits one) checked and converted by ansible-core's own validator with the module's argument spec (defaults
+    filled, ``2`` to ``"2"`` for a ``type: str``), so a judge plans with what the module would run and refuses what
+    it would refuse.  Raises InputError naming the role's variables (``prefix`` + the option's name)."""
+    result = ArgumentSpecValidator(argument_spec).validate(
+        dict((name, value) for name, value in params.items() if value is not None))
+    if result.error_messages:
+        messages = []
+        for message in result.error_messages:
+            if message not in messages:
+                messages.append(message)
+        raise InputError("the role's variables are not what its module accepts (option X is the variable %sX): %s"
+                         % (prefix, "; ".join(messages)))
+    return result.validated_parameters

@@ -20,8 +20,8 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, ParseError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry, desired_bool
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError, RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry, omitted, role_params
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
@@ -55,20 +55,22 @@ def _check(check_id, status, subject=None, desired=None, live=None, persisted=No
 
 def params_of(desired):
     """containerd_rdma's options exactly as the role passes them (roles/containerd_rdma/tasks/main.yml; the role's
-    defaults where ``desired`` has none): its ``config`` and ``service`` too, which the facts may not describe
-    (:func:`plan_check` says so)."""
+    defaults where ``desired`` has none), checked and converted by the module's own argument spec (InputError, naming
+    the variable, where the module would refuse them): its ``config`` and ``service`` too, which the facts may not
+    describe (:func:`plan_check` says so)."""
     spec_dirs = desired.get("containerd_rdma_cdi_spec_dirs")
-    return {"memlock": str(desired.get("containerd_rdma_memlock", "unlimited")),
-            "nofile": desired.get("containerd_rdma_nofile") or None,
-            "config": desired.get("containerd_rdma_config") or ctdh.DEFAULT_CONFIG,
-            "base_runtime_spec": desired.get("containerd_rdma_base_runtime_spec") or ctdh.DEFAULT_BASE_SPEC,
-            "runtimes": list(desired.get("containerd_rdma_runtimes") or []),
-            "cdi": desired_bool(desired, "containerd_rdma_cdi"),
-            "cdi_spec_dirs": list(spec_dirs) if spec_dirs is not None else list(ctd.DEFAULT_CDI_DIRS),
-            "edit_imports": desired_bool(desired, "containerd_rdma_edit_imports", False),
-            "edit_generated": desired_bool(desired, "containerd_rdma_edit_generated", False),
-            "service": desired.get("containerd_rdma_service") or ctdh.DEFAULT_SERVICE, "unit_dropin": None, "restart": False,
-            "restart_timeout": 60}
+    return role_params(_plan.argument_spec(), {
+        "memlock": desired.get("containerd_rdma_memlock", "unlimited"),
+        "nofile": omitted(desired.get("containerd_rdma_nofile")),
+        "config": desired.get("containerd_rdma_config") or ctdh.DEFAULT_CONFIG,
+        "base_runtime_spec": desired.get("containerd_rdma_base_runtime_spec") or ctdh.DEFAULT_BASE_SPEC,
+        "runtimes": desired.get("containerd_rdma_runtimes") or [],
+        "cdi": desired.get("containerd_rdma_cdi", True),
+        "cdi_spec_dirs": spec_dirs if spec_dirs is not None else list(ctd.DEFAULT_CDI_DIRS),
+        "edit_imports": desired.get("containerd_rdma_edit_imports", False),
+        "edit_generated": desired.get("containerd_rdma_edit_generated", False),
+        "service": desired.get("containerd_rdma_service") or ctdh.DEFAULT_SERVICE, "restart": False},
+        "containerd_rdma_")
 
 
 def _files(items):
@@ -111,9 +113,9 @@ def _module_config(observed, section, params):
     return path if path == read else None
 
 
-def plan_check(section, desired):
+def plan_check(section, params):
     """``containerd.config``: containerd_rdma's plan on the facts (None without the planner's input), for the role's
-    options as its task passes them."""
+    options as its task passes them (:func:`params_of`)."""
     observed = section.get("observed")
     if not observed:
         return None
@@ -121,7 +123,6 @@ def plan_check(section, desired):
     if observed.get("error"):
         return _check("containerd.config", "unknown", subject, detail="containerd_rdma's plan cannot be made from the "
                       "facts: %s" % observed["error"])
-    params = params_of(desired)
     try:
         want = _plan.validate(params)
         if params["service"] != observed["service"]:
@@ -160,7 +161,13 @@ def judge(section, desired):
     if section.get("installed") is False:
         return [_check("containerd.installed", "fail", desired=True, live=False,
                        remedy="install containerd (not managed by this collection)")]
-    planned = plan_check(section, desired)
+    try:
+        params = params_of(desired)
+        _plan.validate(params)
+    except InputError as exc:  # the role fails on its variables: nothing it would do can be judged
+        return [_check("containerd.config", "fail", section.get("config_path"), remedy="correct the containerd_rdma "
+                       "role's variables: the role fails on them before any change", detail=exc.msg)]
+    planned = plan_check(section, params)
     if planned is not None:
         checks.append(planned)
     want = _limit(desired.get("containerd_rdma_memlock", "unlimited"))
@@ -200,7 +207,7 @@ def judge(section, desired):
                              live=spec_live, persisted=runtime.get("base_runtime_spec"),
                              remedy="run the containerd_rdma role (base_runtime_spec of runtime %s)" % name,
                              detail="RLIMIT_MEMLOCK of the base runtime spec: what a pod's process gets"))
-    want_cdi = desired.get("containerd_rdma_cdi", True)
+    want_cdi = params["cdi"]
     version = tuple(int(p) for p in str(section.get("version") or "0.0").split(".")[:2] if p.isdigit())
     if want_cdi and section.get("version") and version < (1, 7):
         checks.append(_check("containerd.cdi", "fail", desired=True, live=None, persisted=section.get("version"),

@@ -30,6 +30,27 @@ DROPIN_NAME_RE = conf_name_pattern(".conf")
 RUNTIME_NAME_RE = re.compile(r"^[A-Za-z0-9_+-]+\Z")
 
 
+def argument_spec():
+    """containerd_rdma's argument spec (the module's, and the audit's check of the role's variables)."""
+    return dict(
+        memlock=dict(type="str", default="unlimited"),
+        nofile=dict(type="int"),
+        config=dict(type="path", default="/etc/containerd/config.toml"),
+        base_runtime_spec=dict(type="path", default="/etc/containerd/rdma-k8s-node-base-spec.json"),
+        runtimes=dict(type="list", elements="str", default=[]),
+        cdi=dict(type="bool", default=True),
+        cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+        edit_imports=dict(type="bool", default=False),
+        edit_generated=dict(type="bool", default=False),
+        unit_dropin=dict(type="path"),
+        service=dict(type="str", default="containerd"),
+        restart=dict(type="bool", default=False),
+        restart_timeout=dict(type="int", default=60),
+        backup=dict(type="bool", default=False),
+        host_root=dict(type="path", default="/"),
+    )
+
+
 def validate(params):
     """Everything that can be checked before reading the node; raises InputError naming the option.  Fills
     ``params["unit_dropin"]`` when unset.  Returns ``want``."""

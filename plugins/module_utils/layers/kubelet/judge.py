@@ -21,8 +21,8 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError, RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool, omitted, role_params
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
@@ -79,29 +79,24 @@ def _role(desired, var):
     return ROLE_DEFAULTS.get(var) if value is None else value
 
 
-def _omit(value):
-    """The role's ``default(omit, true)``: an empty value is not passed."""
-    return value if value not in (None, "", {}, []) else None
-
-
 def params_of(desired):
     """kubelet_topology's options exactly as the role passes them (roles/kubelet_topology/tasks/main.yml; the role's
-    defaults where ``desired`` has none); ``dropin_name``, ``config`` and ``healthz_url`` are the module's defaults
-    (the role does not pass them)."""
-    return {"topology_manager_policy": _role(desired, "kubelet_topology_topology_manager_policy"),
-            "topology_manager_scope": _role(desired, "kubelet_topology_topology_manager_scope"),
-            "topology_manager_policy_options": _role(desired, "kubelet_topology_topology_manager_policy_options"),
-            "topology_manager_default_options": _role(desired, "kubelet_topology_topology_manager_default_options"),
-            "cpu_manager_policy": _omit(desired.get("kubelet_topology_cpu_manager_policy")),
-            "reserved_system_cpus": _omit(desired.get("kubelet_topology_reserved_system_cpus")),
-            "memory_manager_policy": _omit(desired.get("kubelet_topology_memory_manager_policy")),
-            "reserved_memory": _omit(desired.get("kubelet_topology_reserved_memory")),
-            "mode": _role(desired, "kubelet_topology_mode"),
-            "on_conflict": _role(desired, "kubelet_topology_on_conflict"),
-            "restart": desired_bool(desired, "kubelet_topology_restart_ok", False),
-            "restart_timeout": 60, "settle_time": 15, "backup": False,
-            "dropin_name": kub.DEFAULT_DROPIN_NAME, "config": _observe.DEFAULT_CONFIG,
-            "healthz_url": "http://127.0.0.1:10248/healthz", "host_root": "/"}
+    defaults where ``desired`` has none), checked and converted by the module's own argument spec (InputError, naming
+    the variable, for what the module would refuse); ``dropin_name``, ``config`` and ``healthz_url`` are the module's
+    defaults (the role does not pass them)."""
+    return role_params(_plan.argument_spec(), {
+        "topology_manager_policy": _role(desired, "kubelet_topology_topology_manager_policy"),
+        "topology_manager_scope": _role(desired, "kubelet_topology_topology_manager_scope"),
+        "topology_manager_policy_options": _role(desired, "kubelet_topology_topology_manager_policy_options"),
+        "topology_manager_default_options": _role(desired, "kubelet_topology_topology_manager_default_options"),
+        "cpu_manager_policy": omitted(desired.get("kubelet_topology_cpu_manager_policy")),
+        "reserved_system_cpus": omitted(desired.get("kubelet_topology_reserved_system_cpus")),
+        "memory_manager_policy": omitted(desired.get("kubelet_topology_memory_manager_policy")),
+        "reserved_memory": omitted(desired.get("kubelet_topology_reserved_memory")),
+        "mode": _role(desired, "kubelet_topology_mode"),
+        "on_conflict": _role(desired, "kubelet_topology_on_conflict"),
+        "restart": desired_bool(desired, "kubelet_topology_restart_ok", False),
+        "backup": False, "host_root": "/"}, "kubelet_topology_")
 
 
 def observed_of(observed):
@@ -119,9 +114,22 @@ def observed_of(observed):
             "files": _Files((path, _observe.file_state(item)) for path, item in observed["files"].items())}
 
 
-def plan_check(section, desired):
+def role_options(desired):
+    """``(params, want)``: kubelet_topology's options for the role's variables and the KubeletConfiguration fields
+    they ask for, or InputError (naming the variable) where the module would refuse them before any change."""
+    params = params_of(desired)
+    return params, _plan.validate(params)
+
+
+def variables_check(error):
+    """``kubelet.config`` ``fail`` for variables the module refuses (InputError of :func:`role_options`)."""
+    return _check("kubelet.config", "fail", remedy="correct the kubelet_topology role's variables: the role fails on "
+                  "them before any change", detail=error.msg)
+
+
+def plan_check(section, params, want):
     """``kubelet.config``: kubelet_topology's plan on the facts (None on facts without the planner's input), for
-    the role's variables as its task passes them."""
+    the role's options (:func:`role_options`)."""
     if "observed" not in section:
         return None  # facts of an older collection version
     observed = section["observed"]
@@ -141,9 +149,7 @@ def plan_check(section, desired):
         return _check("kubelet.config", "unknown", subject, detail="kubelet_topology's plan cannot be made from the "
                       "facts: rdma_facts could not read the kubelet's version (%s --version)"
                       % ((section.get("rancher") or {}).get("binary") or "kubelet"))
-    params = params_of(desired)
     try:
-        want = _plan.validate(params)
         planned = _plan.plan(params, want, observed_of(observed))
     except MissingFacts as exc:
         return _check("kubelet.config", "unknown", subject, detail=exc.msg)
@@ -182,7 +188,8 @@ def override_remedy(conflict):
 
 
 def settings_checks(kubelet, desired):
-    """``kubelet.topology``, ``kubelet.override`` and ``kubelet.state_file`` of the kubelet's report."""
+    """``kubelet.topology``, ``kubelet.override`` (:func:`override_checks`) and ``kubelet.state_file``
+    (:func:`state_file_checks`) of the kubelet's report."""
     checks = []
     settings = kubelet.get("settings") or {}
     if not settings:
@@ -206,6 +213,13 @@ def settings_checks(kubelet, desired):
                              detail="set by " + "; ".join(deciders) if deciders else None))
     if want and layers:
         checks.extend(override_checks(kubelet, layers, desired))
+    return checks + state_file_checks(kubelet)
+
+
+def state_file_checks(kubelet):
+    """``kubelet.state_file``: a checkpoint of another policy than the configured one."""
+    checks = []
+    settings = kubelet.get("settings") or {}
     for key, state in sorted((kubelet.get("state_files") or {}).items()):
         configured = settings.get(key)
         policy = (state or {}).get("policy")
@@ -295,7 +309,11 @@ def judge(section, desired):
         return []
     checks = []
     if desired is not None and "settings" in section:
-        planned = plan_check(section, desired)
+        try:
+            params, want = role_options(desired)
+        except InputError as exc:  # the role fails on its variables: nothing it would do can be judged
+            return [variables_check(exc)] + state_file_checks(section)
+        planned = plan_check(section, params, want)
         if planned is not None:
             checks.append(planned)
         checks.extend(settings_checks(section, desired))

@@ -27,6 +27,33 @@ DROPIN_NAME_RE = conf_name_pattern(".conf")
 ON_CONFLICT = ("fail", "override", "ignore")
 
 
+def argument_spec():
+    """kubelet_topology's argument spec (the module's, and the audit's check of the role's variables)."""
+    return dict(
+        topology_manager_policy=dict(type="str", choices=list(kub.TOPOLOGY_POLICIES)),
+        topology_manager_scope=dict(type="str", choices=list(kub.TOPOLOGY_SCOPES)),
+        topology_manager_policy_options=dict(type="dict"),
+        topology_manager_default_options=dict(type="dict"),
+        cpu_manager_policy=dict(type="str", choices=list(kub.CPU_POLICIES)),
+        reserved_system_cpus=dict(type="str"),
+        memory_manager_policy=dict(type="str", choices=list(kub.MEMORY_POLICIES)),
+        reserved_memory=dict(type="list", elements="dict", options=dict(
+            numa_node=dict(type="int", required=True),
+            limits=dict(type="dict", required=True),
+        )),
+        mode=dict(type="str", default="auto", choices=["auto", "dropin", "config"]),
+        dropin_name=dict(type="str", default="50-rdma-k8s-node-topology.conf"),
+        config=dict(type="path", default="/var/lib/kubelet/config.yaml"),
+        restart=dict(type="bool", default=False),
+        restart_timeout=dict(type="int", default=60),
+        settle_time=dict(type="int", default=15),
+        healthz_url=dict(type="str", default="http://127.0.0.1:10248/healthz"),
+        on_conflict=dict(type="str", default="fail", choices=list(ON_CONFLICT)),
+        backup=dict(type="bool", default=False),
+        host_root=dict(type="path", default="/"),
+    )
+
+
 def validate(params):
     """Strict checks of the options the argument spec cannot express; each message names the option and value.
     Returns the wanted KubeletConfiguration fields (``rules.desired_settings``)."""

@@ -155,3 +155,31 @@ def test_the_judge_plans_for_the_roles_service(tmp_path, monkeypatch):
     k3s_check = config_check(facts, containerd_rdma_service="k3s")
     assert k3s_check["status"] == "drift", k3s_check
     assert "/config-v3.toml.d/50-rdma-k8s-node.toml" in k3s_check["detail"]
+
+
+# -- the role's variables as the module receives them ----------------------------------------------------------------
+@pytest.mark.parametrize("nofile,cdi", [("1048576", "false"), (1048576, False)])
+def test_variables_given_as_text_are_converted_as_the_module_converts_them(tmp_path, monkeypatch, nofile, cdi):
+    """``-e containerd_rdma_nofile=1048576 -e containerd_rdma_cdi=false`` are strings; the module's argument spec
+    makes them an int and a bool, so the judge must too: the converged node audits ok either way."""
+    bench = ContainerdBench(tmp_path, monkeypatch, version=(2, 1))
+    desired = {"containerd_rdma_nofile": nofile, "containerd_rdma_cdi": cdi}
+    args = dict(role_call(desired), host_root=str(bench.root))
+    before = config_check(gathered(bench), **desired)
+    assert (before["status"], before["detail"]) == ("drift", "planned: %s" % bench.run(args, check=True)["actions"])
+    bench.run(args)
+    checks = _audit.audit_host(gathered(bench), dict(role_defaults(), **desired), ["containerd"])
+    assert [c for c in checks if c["id"] == "containerd.config"][0]["status"] == "ok"
+    assert not [c for c in checks if c["id"] == "containerd.cdi"]  # cdi "false" is False, as the module takes it
+
+
+@pytest.mark.parametrize("variable,value", [("containerd_rdma_nofile", "lots"), ("containerd_rdma_runtimes", {"a": 1}),
+                                            ("containerd_rdma_cdi", "maybe"), ("containerd_rdma_memlock", "-5")])
+def test_variables_the_module_refuses_fail_the_config_check_and_not_the_audit(tmp_path, monkeypatch, variable, value):
+    bench = ContainerdBench(tmp_path, monkeypatch, version=(2, 1))
+    refused = bench.run(dict(role_call({variable: value}), host_root=str(bench.root)), check=True, expect=ModuleFail)
+    checks = _audit.audit_host(gathered(bench), dict(role_defaults(), **{variable: value}), ["containerd", "sysctl"])
+    [check] = [c for c in checks if c["id"].startswith("containerd.")]
+    assert (check["id"], check["status"]) == ("containerd.config", "fail"), check
+    assert refused["msg"] in check["detail"] and "role's variables" in check["remedy"]
+    assert [c for c in checks if c["id"].startswith("sysctl.")]

@@ -309,3 +309,69 @@ def test_the_judges_fallback_defaults_are_the_roles():
     """judge.ROLE_DEFAULTS fills what a desired state lacks exactly as roles/kubelet_topology/defaults/main.yml does."""
     defaults = role_defaults()
     assert _judge.ROLE_DEFAULTS == dict((var, defaults[var]) for var in _judge.ROLE_DEFAULTS)
+
+
+# -- the role's variables as the module receives them ----------------------------------------------------------------
+def role_task_args(node, want):
+    """The arguments roles/kubelet_topology/tasks/main.yml passes, unconverted (``default(omit, true)`` drops what
+    Jinja takes as false): the module converts and checks them with its argument spec, as the judge must."""
+    args = {"topology_manager_policy": want["kubelet_topology_topology_manager_policy"],
+            "topology_manager_scope": want["kubelet_topology_topology_manager_scope"],
+            "topology_manager_policy_options": want["kubelet_topology_topology_manager_policy_options"],
+            "topology_manager_default_options": want["kubelet_topology_topology_manager_default_options"],
+            "mode": want["kubelet_topology_mode"], "on_conflict": want["kubelet_topology_on_conflict"],
+            "restart": want["kubelet_topology_restart_ok"], "host_root": str(node.root),
+            "healthz_url": node.health.url}
+    for name in ("cpu_manager_policy", "reserved_system_cpus", "memory_manager_policy", "reserved_memory"):
+        if want.get("kubelet_topology_" + name):
+            args[name] = want["kubelet_topology_" + name]
+    return args
+
+
+@pytest.mark.parametrize("cpus", [2, "2"])
+def test_reserved_cpus_given_as_a_number_are_what_the_module_applies(bench, cpus):
+    """YAML's ``kubelet_topology_reserved_system_cpus: 2`` is the int 2; the module's ``type: str`` makes it "2", so
+    a node converged with it audits ok (the judge once planned with the int and drifted for ever)."""
+    node = bench("kubeadm-deb")
+    want = desired(kubelet_topology_restart_ok=True, kubelet_topology_cpu_manager_policy="static",
+                   kubelet_topology_reserved_system_cpus=cpus)
+    before = config_check(gather(node), want)
+    check = node.run(role_task_args(node, want), check=True)
+    assert (before["status"], before["detail"]) == ("drift", "planned: %s" % check["actions"])
+    node.run(role_task_args(node, want))
+    assert config_check(gather(node), want)["status"] == "ok"
+
+
+@pytest.mark.parametrize("empty", [0, "", None, [], False])
+def test_a_variable_jinja_takes_as_false_is_omitted_as_the_role_omits_it(bench, empty):
+    node = bench("kubeadm-deb")
+    node.run(role_task_args(node, desired()))
+    assert config_check(gather(node), desired(kubelet_topology_reserved_system_cpus=empty,
+                                              kubelet_topology_reserved_memory=empty))["status"] == "ok"
+
+
+@pytest.mark.parametrize("variable,value,says", [
+    ("kubelet_topology_reserved_memory", "1Gi", "reserved_memory"),
+    ("kubelet_topology_reserved_memory", {"numaNode": 0, "limits": {"memory": "1Gi"}}, "reserved_memory"),
+    ("kubelet_topology_reserved_memory", [{"numa_node": 0}], "missing required arguments: limits"),
+    ("kubelet_topology_reserved_memory", [{"numa_node": "zero", "limits": {"memory": "1Gi"}}], "numa_node"),
+    ("kubelet_topology_topology_manager_policy", "strict", "topology_manager_policy"),
+    ("kubelet_topology_topology_manager_policy_options", "prefer-closest-numa-nodes=true,x", "policy_options"),
+    ("kubelet_topology_reserved_system_cpus", "0-", "reserved_system_cpus"),
+])
+def test_variables_the_module_refuses_fail_this_check_and_not_the_audit(bench, variable, value, says):
+    """A malformed variable is the role's failure before any change: kubelet.config fails naming it, the module
+    refuses the same arguments, and every other check of the host (and of the fleet) is still judged."""
+    node = bench("kubeadm-deb")
+    want = desired(**{variable: value, "kubelet_topology_memory_manager_policy": "Static",
+                      "kubelet_topology_restart_ok": True})
+    if variable != "kubelet_topology_reserved_memory":
+        want["kubelet_topology_reserved_memory"] = [{"numa_node": 0, "limits": {"memory": "1Gi"}}]
+    with pytest.raises(ModuleFail) as refused:
+        node.run(role_task_args(node, want), check=True)
+    checks = _audit.audit_host(gather(node), want, ["kubelet", "sysctl"])
+    check = [c for c in checks if c["id"].startswith("kubelet.")]
+    assert len(check) == 1 and check[0]["id"] == "kubelet.config" and check[0]["status"] == "fail"
+    assert says in check[0]["detail"] and refused.value.args[0]["msg"] in check[0]["detail"]
+    assert "role's variables" in check[0]["remedy"]
+    assert [c for c in checks if c["id"].startswith("sysctl.")]  # the host's other layers are still judged
