@@ -29,7 +29,7 @@ import fnmatch
 import os
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 
 # kmod's search order (libkmod default_config_paths), earliest wins for a given file name
 CONFIG_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")

@@ -16,8 +16,8 @@ import fnmatch
 import json
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import grub as _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import mode as _netns

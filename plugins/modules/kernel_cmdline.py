@@ -185,7 +185,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline, grub as _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, InputError, VerifyError,
 )

@@ -24,7 +24,7 @@ from functools import wraps
 
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers

@@ -4,7 +4,7 @@ request with InputError only, is idempotent, and keeps every argument it was not
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 from unit.fuzz.strategies import byte_soup, huge, long_line, mutated, odd_text, slow, typed_only
 

@@ -6,7 +6,7 @@ import subprocess
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline, grub as _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from unit.fuzz.strategies import byte_soup, huge, long_line, node_text, odd_text, slow, typed_only
 from unit.fuzz.test_cmdline import PATTERN, SAFE_ARG

@@ -72,7 +72,7 @@ def test_every_command_is_an_argument_list():
 def test_the_only_shell_is_the_grub_evaluation_with_a_constant_script():
     """kernel_cmdline sources the GRUB defaults with ``sh -c SCRIPT sh FILE...`` as grub-mkconfig does: the script is
     a constant and every file name is a positional parameter, never part of the script."""
-    from ansible_collections.rdma.k8s_node.plugins.module_utils import _grub  # pylint: disable=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import grub as _grub  # pylint: disable=import-outside-toplevel
     script = _grub.evaluate_script(["/etc/default/grub", "/tmp/$(reboot)`id`.cfg"])
     assert script == _grub.evaluate_script([])
     assert "$(" not in script and "`" not in script

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline as cl
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as cl
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
 
 

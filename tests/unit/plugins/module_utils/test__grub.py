@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline, _grub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline, grub as _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 
 

@@ -22,7 +22,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import re
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _cmdline
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 
 DROPIN_HEADER = "# Managed by rdma.k8s_node.kernel_cmdline. Do not edit: change the module's arguments instead."
