@@ -220,7 +220,7 @@ def _race_child(root, arg, start_at, out):
             raise Done()
         return record
 
-    kernel_cmdline.FileTransaction.apply_all = slow_apply_all
+    _fileedit.FileTransaction.apply_all = slow_apply_all
     basic.AnsibleModule.exit_json = finish(True)
     basic.AnsibleModule.fail_json = finish(False)
     while time.time() < start_at:
