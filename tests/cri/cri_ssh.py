@@ -2,8 +2,9 @@
 """cri_ulimit.py against a containerd on a remote machine (the QEMU VM of molecule/kernel_vm), over ssh.
 
 ssh forwards a local unix socket to the remote containerd socket (``ssh -N -L LOCAL:REMOTE``, one connection
-for every probe), and cri_ulimit.probe drives CRI through it exactly as it does a local socket.  The gRPC
-client and its generated protos stay on the controller, so the remote machine needs no Python packages.
+for every probe), and cri_ulimit.probe drives the real crictl through it exactly as it does a local socket
+(``crictl exec --sync``: ExecSync, so containerd's streaming server, which listens in the VM, is not needed).  crictl
+stays on the controller, so the remote machine needs nothing but containerd.
 
     cri_ssh.py --ssh-config FILE --host NAME --image localhost/cri-test:1 [--uid 0 --uid 1000]
 
