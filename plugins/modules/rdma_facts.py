@@ -459,6 +459,16 @@ ansible_facts:
               (RDMA-CM default ToS, V(null) without its configfs group), C(traffic_class) (V(null) without the OFED
               file, -1 unset) or C(error); C(ib_ports), C(problems), C(unit) and C(script) (the boot files). See
               docs/roce.md.
+            - C(kernel) - C(live) (the running kernel's arguments, as C(kernel_cmdline.args)), C(persisted) (the
+              default boot entry, as C(persisted.kernel_cmdline)), C(cpu_vendor), C(observed), what kernel_cmdline's
+              planner reads - C(live), C(cpu_vendor), C(tools) (grubby, update-grub, grub-mkconfig found),
+              C(bls_entries), C(defaults_exists), C(bootloader) (what V(auto) picks, or C(bootloader_error)), C(files)
+              (C(path), C(exists), C(content), C(mode), C(uid), C(gid), C(link) of C(/etc/default/grub), the collection's
+              default drop-in and C(/etc/kernel/cmdline)), C(grub_cfg) (the first C(linux) line's arguments), C(grub)
+              (what the GRUB defaults configure when sourced with C(/bin/sh) - C(before), C(prefix) before the drop-in,
+              C(suffix) and C(defaults_probe) from sentinel values; or C(grub_error)) and C(grubby) (the boot entries
+              of C(grubby --info=ALL), or C(grubby_error)); V(null) when it could not be read - and C(problems). The
+              audit runs kernel_cmdline's planner on them. See docs/kernel.md.
             - C(netns) - C(ib_core_loaded), C(live) (the running mode, V(shared) or V(exclusive)), C(cmdline_value) and
               C(cmdline) (C(ib_core.netns_mode=) of the running kernel's command line), C(modprobe) (every modprobe.d
               file in kmod's order with its ib_core lines), C(files) (C(content), C(mode), C(uid), C(gid) of each file in
@@ -559,6 +569,8 @@ def main():
         facts["layers"] = layer_facts(host, facts["problems"], commands,
                                       {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc},
                                        "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")},
+                                       "kernel": {"cmdline": facts["kernel_cmdline"], "vendor": facts["cpu_vendor"],
+                                                  "boot": facts["persisted"]["kernel_cmdline"]},
                                        "containerd": {"pids": pids},
                                        "kubelet": {"pids": pids, "numa": _kubelet_observe.numa_of(facts)}})
         # runtime.containerd and runtime.kubelet are the rooms' reports (layers.containerd and layers.kubelet without

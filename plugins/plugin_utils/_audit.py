@@ -24,7 +24,6 @@ from functools import wraps
 
 from ansible.module_utils.common.validation import check_type_bool, check_type_int
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
@@ -224,59 +223,6 @@ def _peermem_overrides(checks, facts, desired, gpudirect):
                    remedy="remove that line or drop-in (it is another tool's file), or use DMA-BUF "
                           "(nvidia_peermem_method=dmabuf, open GPU kernel modules)",
                    detail=_gpudirect.describe_peermem_override(item, PEERMEM_DROPIN))
-
-
-# -- kernel command line ----------------------------------------------------------------------------------------------
-def _last_matches(args, wanted):
-    """Whether the last occurrence of ``wanted``'s name in ``args`` has ``wanted``'s value (a bare flag: present)."""
-    name, sep, value = wanted.partition("=")
-    result = False
-    for arg in args or []:
-        key, asep, avalue = arg.partition("=")
-        if key.replace("-", "_") == name.replace("-", "_"):
-            result = (not sep) or (bool(asep) and avalue.strip('"') == value)
-    return result
-
-
-def _kernel(checks, facts, desired):
-    if desired is None:
-        return
-    wanted = []
-    if desired.get("rdma_kernel_iommu_passthrough", True):
-        wanted.append("iommu=pt")
-    if desired.get("rdma_kernel_vendor_iommu", False):
-        arg = _cmdline.iommu_vendor_arg(facts.get("cpu_vendor"))
-        if arg:
-            wanted.append(arg)
-        else:
-            checks.add("kernel.cmdline", "unknown", subject="vendor IOMMU switch", desired="intel_iommu=on or amd_iommu=on",
-                       live=facts.get("cpu_vendor"), remedy="set rdma_kernel_vendor_iommu=false on this CPU",
-                       detail="no vendor IOMMU switch is known for CPU vendor %r" % (facts.get("cpu_vendor"),))
-    wanted.extend(desired.get("rdma_kernel_extra_args") or [])
-    live = (facts.get("kernel_cmdline") or {}).get("args")
-    boot = (facts.get("persisted") or {}).get("kernel_cmdline")
-    persisted = boot["args"] if boot else None
-    for arg in wanted:
-        if live is None:
-            checks.add("kernel.cmdline", "unknown", desired=arg, subject=arg, detail="/proc/cmdline could not be read")
-            continue
-        in_live = _last_matches(live, arg)
-        in_boot = _last_matches(persisted, arg) if persisted is not None else None
-        if in_live and in_boot is not False:
-            status, remedy = "ok", None
-        elif in_boot:
-            status, remedy = "drift", "reboot the node to apply it (provision.yml with node_reboot_ok=true)"
-        else:
-            status, remedy = "drift", "run the rdma_kernel role (rdma_kernel_* variables), then reboot"
-        checks.add("kernel.cmdline", status, desired=arg, subject=arg, live=in_live, persisted=in_boot,
-                   remedy=remedy, detail=None if boot else "no GRUB configuration found: persisted state unknown")
-    for pattern in desired.get("rdma_kernel_absent_args") or []:
-        name = pattern.partition("=")[0]
-        in_live = [a for a in live or [] if a == pattern or a.partition("=")[0] == name and "=" not in pattern]
-        in_boot = [a for a in persisted or [] if a == pattern or a.partition("=")[0] == name and "=" not in pattern]
-        status = "ok" if not in_live and not in_boot else "drift"
-        checks.add("kernel.cmdline_absent", status, desired="absent", subject=pattern, live=in_live,
-                   persisted=in_boot, remedy="run the rdma_kernel role (rdma_kernel_absent_args), then reboot")
 
 
 # -- SR-IOV VFs and GUIDs ---------------------------------------------------------------------------------------------
@@ -541,7 +487,7 @@ def _topology_layer(checks, facts, desired):
 
 # the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
-    "drivers": _drivers, "kernel": _kernel, "sriov": _sriov,
+    "drivers": _drivers, "sriov": _sriov,
     "topology": _topology_layer,
 }
 

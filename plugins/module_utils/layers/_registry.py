@@ -30,6 +30,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters impo
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import observe as _firmware_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _irq_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import observe as _kernel_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _kubelet_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import observe as _netns_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
@@ -87,8 +88,10 @@ LAYERS = (
           ("gpudirect",), ("modules", "drivers", "gpus", "devices", "kernel_cmdline", "persisted"), "docs/drivers.md"),
     Layer("kernel", "Kernel boot arguments", ("rdma_kernel",),
           ("rdma_kernel_iommu_passthrough", "rdma_kernel_vendor_iommu", "rdma_kernel_extra_args",
-           "rdma_kernel_absent_args"),
-          (), ("kernel_cmdline", "persisted"), "docs/kernel.md#boot-arguments-kernel_cmdline-role-rdma_kernel"),
+           "rdma_kernel_absent_args", "rdma_kernel_bootloader", "rdma_kernel_dropin", "rdma_kernel_update_bootloader"),
+          (), ("layers", "kernel_cmdline", "persisted", "cpu_vendor"),
+          "docs/kernel.md#boot-arguments-kernel_cmdline-role-rdma_kernel", observe=_kernel_observe.facts,
+          judge_ref="kernel.judge:judge", runs_tools=True, legacy_ref="kernel.judge:section_of"),
     Layer("netns", "RDMA subsystem netns mode", ("rdma_netns",),
           ("rdma_netns_mode", "rdma_netns_conf_file", "rdma_netns_live"),
           (), ("layers", "netns_mode", "persisted", "device_plugins"), "docs/kernel.md#rdma-netns-mode-rdma_netns-role-rdma_netns",

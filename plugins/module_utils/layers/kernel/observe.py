@@ -29,6 +29,7 @@ import os
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, InputError, ParseError, RdmaNodeError,
 )
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState, observe_file
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import grub as _grub
@@ -187,21 +188,24 @@ def planner_input(got):
     return out
 
 
-def facts(host, commands=None, cmdline=READ, boot=None, vendor=READ):
+def facts(host, commands=None, cmdline=READ, boot=READ, vendor=READ):
     """``rdma_facts``' ``layers.kernel``: ``live`` (the running kernel's arguments as ``kernel_cmdline.args`` has
     them), ``persisted`` (the default boot entry's, as ``persisted.kernel_cmdline``), ``cpu_vendor``, ``observed``
-    (what kernel_cmdline's planner reads, :func:`collect` with the default drop-in; None when it could not be read)
+    (what kernel_cmdline's planner reads, :func:`collect` with the default drop-in; None when it could not be read,
+    absent without ``commands``)
     and ``problems``.  ``cmdline``, ``boot`` and ``vendor`` are what rdma_facts already read (``kernel_cmdline``,
-    ``persisted.kernel_cmdline``, ``cpu_vendor``); /proc/cmdline and /proc/cpuinfo are read here when not given."""
+    ``persisted.kernel_cmdline``, ``cpu_vendor``); each is read here when not given."""
     problems = []
+    if boot is READ:
+        boot = _persisted.boot_cmdline(_persisted.Reader(host, problems), host.try_attr("/proc/sys/kernel/osrelease"))
     if cmdline is READ:
         raw = host.read_attr("/proc/cmdline")
         cmdline = _cmdline.parse(raw) if raw is not None else None
     vendor = cpu_vendor(host) if vendor is READ else vendor
-    out = {"live": cmdline["args"] if cmdline else None, "persisted": boot, "cpu_vendor": vendor,
-           "observed": None, "problems": problems}
+    out = {"live": cmdline["args"] if cmdline else None, "persisted": boot, "cpu_vendor": vendor, "problems": problems}
     if commands is None:
-        return out
+        return out  # no tools: nothing of the planner's input (no kernel.config, as for older facts)
+    out["observed"] = None
     try:
         got = collect(host, commands, live=cmdline["raw"] if cmdline else "", vendor=vendor, problems=problems)
     except RdmaNodeError as exc:

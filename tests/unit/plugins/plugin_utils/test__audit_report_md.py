@@ -46,6 +46,7 @@ def pending_reboot(facts):
     facts = copy.deepcopy(facts)
     facts["persisted"]["kernel_cmdline"] = {"source": "/boot/grub/grub.cfg", "kernel": "/boot/vmlinuz",
                                             "args": ["ro", "iommu=pt"]}
+    facts["layers"]["kernel"]["persisted"] = facts["persisted"]["kernel_cmdline"]  # the kernel room's copy
     return facts
 
 
