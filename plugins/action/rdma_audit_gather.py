@@ -14,7 +14,10 @@ The node's facts come back as ``rdma_facts_json``, the JSON text of what ``rdma_
 cache (a deep copy per host in the worker, ``namespace_facts``, and again each time a later task's variables are made
 for that host), and deep-copies and walks every container of every registered result in its main process.  A host's
 facts are some 1,500 dicts and lists (6,600 values); as one string they cost those copies nothing, and the main
-process holds a 120 KB string per host instead of the facts twice (docs/benchmarks.md, session 11).
+process holds a 120 KB string per host instead of the facts twice (docs/benchmarks.md, session 11).  The module
+itself prints them as that text (``rdma_facts``' ``facts_json``): ansible-core's module decoder then checks one
+string instead of calling a Python hook per object and checking every string of the facts, and the worker has
+nothing to encode again (about 4 ms of controller CPU per large host, session 13).
 """
 
 from __future__ import annotations
@@ -44,6 +47,38 @@ _SPEC = {
 # state is the mode's comparison, as the role's task wrote it: rdma_audit_mode == 'desired')
 ROLE_VARS = (("host_root", "rdma_audit_host_root"), ("counters_interval", "rdma_audit_hw_counter_interval"),
              ("desired_state", "rdma_audit_mode"))
+
+
+def invalid_utf8(text):
+    """None when every string of the JSON ``text`` can be encoded as UTF-8, else the first one that cannot (repr).
+
+    ansible-core checks every string of a module's result (``MODULE_STRICT_UTF8_RESPONSE``); inside the facts' text
+    only a ``\\uXXXX`` escape can hide a lone surrogate (a JSON string is otherwise the text's own characters, which
+    that check saw), so the facts are decoded and walked only when the text holds a surrogate escape."""
+    if "\\ud" not in text and "\\uD" not in text:
+        return None
+    try:
+        text.encode()
+        pending = [json.loads(text)]
+    except (UnicodeEncodeError, ValueError) as exc:
+        return str(exc)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            values = (value,)
+        elif isinstance(value, dict):
+            values = tuple(value)
+            pending.extend(value.values())
+        else:
+            values = ()
+            if isinstance(value, list):
+                pending.extend(value)
+        for item in values:
+            try:
+                item.encode()
+            except UnicodeEncodeError:
+                return repr(item)
+    return None
 
 
 class ActionModule(ActionBase):
@@ -82,15 +117,25 @@ class ActionModule(ActionBase):
         try:
             module = self._execute_module(module_name="rdma.k8s_node.rdma_facts",
                                           module_args={"host_root": params["host_root"],
-                                                       "counters_interval": params["counters_interval"]},
+                                                       "counters_interval": params["counters_interval"],
+                                                       "facts_json": True},
                                           task_vars=task_vars)
         except AnsibleConnectionFailure as exc:
             # keep the desired state of a host that cannot be reached: the report still says what it should be
             return dict(result, unreachable=True, msg=str(exc), rdma_audit_desired=desired)
         facts = module.pop("ansible_facts", None)
+        text = module.get(FACTS_KEY)
+        if isinstance(text, str):
+            problem = invalid_utf8(text)
+            if problem:
+                # what ansible-core's decoder refused when the facts came back as objects: a host whose facts hold a
+                # string that cannot be encoded (a lone surrogate) fails its gather instead of the report's writing
+                module.pop(FACTS_KEY)
+                module.update(failed=True, msg="rdma_facts returned facts with a string that is not valid UTF-8: %s"
+                                               % problem)
         result.update(module)
         if isinstance(facts, dict):
-            if isinstance(facts.get("rdma"), dict):
+            if isinstance(facts.get("rdma"), dict):  # an rdma_facts that returned them as facts
                 result[FACTS_KEY] = _ENCODER.encode(facts["rdma"])
             # every other fact stays a fact: ansible-core's discovered_interpreter_python, which the host's later
             # module tasks would otherwise discover again (one more round trip each)

@@ -42,6 +42,17 @@ options:
         with two readings the audit also judges how fast they grow.
     type: float
     default: 0
+  facts_json:
+    description:
+      - Return the facts as RV(rdma_facts_json), one string holding their compact JSON text (what RV(ansible_facts.rdma)
+        would be, encoded with ASCII escapes), instead of as RV(ansible_facts.rdma); nothing is added to the host's
+        facts then. Decode them with C(| from_json).
+      - For a caller that reads the facts of many hosts on the controller, such as the C(rdma.k8s_node.rdma_audit_gather)
+        action of the C(rdma_audit) role. ansible-core decodes a module's result with a Python hook per JSON object
+        and checks every string (the facts of a large node are some 1,500 objects); one string is decoded and checked
+        at once.
+    type: bool
+    default: false
 notes:
   - Runs on the node's own Python with the standard library only.
   - VF GUIDs are read from the VF's own RDMA device; a VF that is not bound to an RDMA driver has V(null) GUIDs.
@@ -72,9 +83,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+rdma_facts_json:
+  description:
+    - The facts as compact JSON text, what RV(ansible_facts.rdma) holds otherwise (non-ASCII characters as C(\\u) escapes).
+  returned: when O(facts_json=true)
+  type: str
+  sample: '{"devices":[],"gpus":[],"gpu_nic_affinity":{}}'
 ansible_facts:
   description: Facts added to the host.
-  returned: always
+  returned: when O(facts_json=false) (the default)
   type: dict
   contains:
     rdma:
@@ -520,6 +537,8 @@ ansible_facts:
           sample: [{"path": "/sys/bus/pci/devices/0000:1a:00.0/numa_node", "error": "cannot read ...: Permission denied"}]
 """
 
+import json
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
@@ -552,6 +571,7 @@ def main():
         argument_spec=dict(
             host_root=dict(type="path", default="/"),
             counters_interval=dict(type="float", default=0),
+            facts_json=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -578,6 +598,11 @@ def main():
         facts["runtime"] = runtime_facts(host, commands, pids, facts["layers"])
     except RdmaNodeError as exc:
         module.fail_json(**exc.to_fail_kwargs())
+    if module.params["facts_json"]:
+        # one string instead of some 1,500 JSON objects: the controller's module decoder runs a Python hook per object
+        # and checks every string (about 5 ms of controller CPU per large host, docs/benchmarks.md, session 13).  The
+        # same text rdma_audit_gather made on the controller from ansible_facts.rdma: compact, ASCII escapes.
+        module.exit_json(changed=False, rdma_facts_json=json.dumps(facts, separators=(",", ":")))
     module.exit_json(changed=False, ansible_facts={"rdma": facts})
 
 

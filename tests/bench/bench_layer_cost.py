@@ -11,7 +11,8 @@ revision (``git archive``), interleaved, on the same rendered ``dgx-h100`` node 
   ``bench_fleet.write_timed_interpreter``); user+sys CPU, median of ``--repeat`` runs.  Also its payload size.
 * ``result``: what the controller does with one host's result, the way ansible-core handles every module result:
   the worker's JSON decode (the module decoder), the gather action's JSON text of the facts (a tree whose
-  ``rdma_audit_gather`` returns ``rdma_facts_json``) or ansible-core's two ``namespace_facts`` copies of
+  ``rdma_audit_gather`` returns ``rdma_facts_json``; since session 13 the module prints that text itself, so the
+  decoder sees one string and the action only checks it) or ansible-core's two ``namespace_facts`` copies of
   ``ansible_facts`` (an older tree), the queue to the main process (pickle) and the registered variable's copy
   (``module_response_deepcopy``, ``strip_internal_keys``); then, separately, the callbacks' copy
   (the same two, and ``transform_to_native_types``, which the default callback triggers by reading
@@ -135,9 +136,17 @@ def controller(tree: str, result_file: str, hosts: int, repeat: int) -> dict:
     except ImportError:  # a tree from before the action
         facts_key = None
 
+    module_text = getattr(gather, "invalid_utf8", None) is not None if facts_key else False
+    if module_text:  # since session 13 rdma_facts prints the facts as that text itself (facts_json: true)
+        shaped = json.loads(text)
+        shaped["rdma_facts_json"] = json.dumps(shaped.pop("ansible_facts")["rdma"], separators=(",", ":"))
+        text = json.dumps(shaped)
+
     def one_result():
         data = json.loads(text, cls=decoder)  # the worker parses the module's stdout
-        if facts_key:  # rdma_audit_gather: the facts leave ansible_facts as one string (as the action encodes them)
+        if module_text:  # the module's text, checked for what ansible-core's decoder can no longer see in it
+            gather.invalid_utf8(data[facts_key])
+        elif facts_key:  # rdma_audit_gather: the facts leave ansible_facts as one string (as the action encodes them)
             facts = data.pop("ansible_facts", {}).get("rdma")
             data[facts_key] = gather._ENCODER.encode(facts)  # pylint: disable=protected-access
         else:  # ansible_facts: namespace_facts' copy in the worker (task_executor.py does it twice)

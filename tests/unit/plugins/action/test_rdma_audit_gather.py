@@ -40,11 +40,46 @@ def test_facts_come_back_as_json_text_not_ansible_facts():
     action, calls = _action({"host_root": "/host"}, {},
                             {"changed": False, "ansible_facts": {"rdma": FACTS}, "invocation": {"module_args": {}}})
     result = action.run(task_vars={})
-    assert calls == [("rdma.k8s_node.rdma_facts", {"host_root": "/host", "counters_interval": 0.0})]
+    assert calls == [("rdma.k8s_node.rdma_facts", {"host_root": "/host", "counters_interval": 0.0,
+                                                   "facts_json": True})]
     assert "ansible_facts" not in result
     assert json.loads(result["rdma_facts_json"]) == FACTS
     assert result["rdma_audit_desired"] == {} and result["_ansible_no_log"] is True
     assert _audit_hosts.facts_of(result) == (FACTS, None)
+
+
+def test_the_modules_json_text_is_the_registered_text():
+    """rdma_facts prints the facts as rdma_facts_json (facts_json: true): the action keeps the module's text as it
+    is, the same text it made from ansible_facts.rdma before (compact, ASCII escapes)."""
+    text = json.dumps(FACTS, separators=(",", ":"))
+    action, _calls = _action({}, {}, {"changed": False, "rdma_facts_json": text,
+                                      "ansible_facts": {"discovered_interpreter_python": "/usr/bin/python3"}})
+    result = action.run(task_vars={})
+    assert result["rdma_facts_json"] == text == G._ENCODER.encode(FACTS)  # pylint: disable=protected-access
+    assert result["ansible_facts"] == {"discovered_interpreter_python": "/usr/bin/python3"}
+    assert result["_ansible_no_log"] is True and "failed" not in result
+    assert _audit_hosts.facts_of(result) == (FACTS, None)
+
+
+@pytest.mark.parametrize("text,bad", [
+    (r'{"a":["x\\udc80y"]}', False),  # an escaped backslash before "udc80": no surrogate
+    (r'{"a":["\ud83d\ude00","caf\u00e9"]}', False),  # a surrogate pair is one character
+    (r'{"a":{"b":[1,{"c":"\udc80"}]}}', True),
+    (r'{"\uDC80":1}', True),  # in a key, upper-case hex
+])
+def test_a_string_that_is_not_utf8_fails_the_host_as_ansible_core_did(text, bad):
+    """ansible-core's decoder refused a lone surrogate anywhere in a module's result; inside the JSON text it sees
+    one string, so the action checks the facts' strings when the text holds a surrogate escape."""
+    assert (G.invalid_utf8(text) is not None) is bad
+    action, _calls = _action({}, {}, {"changed": False, "rdma_facts_json": text})
+    result = action.run(task_vars={})
+    if not bad:
+        assert result["rdma_facts_json"] == text and not result.get("failed")
+        return
+    assert result["failed"] is True and "rdma_facts_json" not in result and "_ansible_no_log" not in result
+    facts, error = _audit_hosts.facts_of(result)
+    assert facts is None and error == ("rdma_facts failed: rdma_facts returned facts with a string that is not "
+                                       "valid UTF-8: '\\udc80'")
 
 
 def test_the_interpreter_discovered_on_the_node_stays_a_fact():
@@ -82,7 +117,8 @@ def test_role_vars_give_the_options_the_role_passed_as_templates(mode, desired_s
     action, calls = _action({"role_vars": True, "host_root": "/from-module-defaults"}, task_vars,
                             {"ansible_facts": {"rdma": FACTS}})
     result = action.run(task_vars=task_vars)
-    assert calls == [("rdma.k8s_node.rdma_facts", {"host_root": "/host", "counters_interval": 2.0})]
+    assert calls == [("rdma.k8s_node.rdma_facts", {"host_root": "/host", "counters_interval": 2.0,
+                                                   "facts_json": True})]
     assert sorted(result["rdma_audit_desired"]) == (sorted(_layers.desired_vars()) if desired_state else [])
 
 
@@ -92,7 +128,8 @@ def test_role_vars_off_or_undefined_leave_the_options():
     assert action.run(task_vars=task_vars)["rdma_audit_desired"] == {}
     action, calls2 = _action({"role_vars": True}, {}, {"ansible_facts": {"rdma": FACTS}})
     action.run(task_vars={})
-    assert calls[0][1]["host_root"] == "/host" and calls2[0][1] == {"host_root": "/", "counters_interval": 0.0}
+    assert calls[0][1]["host_root"] == "/host" and calls2[0][1] == {"host_root": "/", "counters_interval": 0.0,
+                                                                             "facts_json": True}
 
 
 def test_a_bad_role_variable_is_named():

@@ -93,6 +93,19 @@ def test_check_mode_returns_facts_and_changes_nothing(node):
     assert before == after
 
 
+def test_facts_json_returns_the_same_facts_as_one_compact_json_text(node):
+    """facts_json: the facts as rdma_facts_json (what rdma_audit_gather made on the controller from
+    ansible_facts.rdma: compact separators, ASCII escapes), nothing in ansible_facts."""
+    tree = node / "sys" / "class" / "net" / "ibp24s0" / "ifalias"
+    tree.write_text("caf\u00e9 \u2603 \"q\"\n", encoding="utf-8")  # a non-ASCII value, whether or not it is read
+    facts = run({"host_root": str(node)})["ansible_facts"]["rdma"]
+    result = run({"host_root": str(node), "facts_json": True})
+    assert set(result) == {"changed", "rdma_facts_json"} and result["changed"] is False
+    text = result["rdma_facts_json"]
+    assert text == json.JSONEncoder(separators=(",", ":")).encode(facts)
+    assert text.isascii() and json.loads(text) == facts
+
+
 def test_a_failing_containerd_observer_is_a_problem_and_containerd_is_read_once(node, monkeypatch):
     """The containerd room's observer raises: layers.containerd is null with a problems entry, runtime has no
     containerd section (it is not observed a second time, outside layer_facts' guard), the kubelet is still read."""
