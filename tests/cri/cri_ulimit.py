@@ -73,8 +73,8 @@ class Crictl:
         done = subprocess.run(self.base + list(args), capture_output=True, text=True, timeout=self.timeout + 30,
                               check=False)
         if check and done.returncode != 0:
-            raise RuntimeError("crictl %s failed (rc %d): %s" % (" ".join(args), done.returncode,
-                                                                  (done.stderr or done.stdout).strip()[-2000:]))
+            output = (done.stderr or done.stdout).strip()[-2000:]
+            raise RuntimeError("crictl %s failed (rc %d): %s" % (" ".join(args), done.returncode, output))
         return done
 
     def write(self, name, document):
