@@ -12,6 +12,8 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+import json
+
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 
 
@@ -20,6 +22,26 @@ def action(kind, target, **detail):
     step = {"action": kind, "target": target}
     step.update(detail)
     return step
+
+
+def value_text(value):
+    """A value as a ``--diff`` side shows it: text as it is, anything else as JSON; one line."""
+    return (value if isinstance(value, str) else json.dumps(value, sort_keys=True)) + "\n"
+
+
+def step_diff(step, files=(), label=None, render=value_text):
+    """The ``--diff`` of one planned step, derived from the step itself (as community.docker's DifferenceTracker
+    derives its diff from the differences it tracked): the file the step writes (the FilePlan among ``files`` whose
+    path is the step's target), else the step's own ``before`` -> ``after`` values under the header ``label(step)``
+    (default ``"<target> <action>"``), each side ``render(value)``; None for a step with neither."""
+    for plan in files:
+        if plan.path == step.get("target"):
+            return plan.diff()
+    if "before" in step and "after" in step:
+        header = label(step) if label else "%s %s" % (step["target"], step["action"])
+        return {"before_header": header, "before": render(step["before"]), "after_header": header,
+                "after": render(step["after"])}
+    return None
 
 
 class Result:
@@ -43,6 +65,13 @@ class Result:
         self.actions.append(step)
         if diff is not None:
             self.diffs.append(diff)
+
+    def add_plan(self, steps, files=(), label=None, render=value_text, with_diff=True):
+        """Record a plan's steps in order, each with its :func:`step_diff` when ``with_diff`` (the module's
+        ``_diff``): the one way a module turns its planner's actions into ``actions`` and ``diff``, so check mode
+        shows exactly what apply runs."""
+        for step in steps:
+            self.add(step, step_diff(step, files, label, render) if with_diff else None)
 
     def need_restart(self, service):
         """Note that ``service`` must be restarted for the change to take effect (kept unique and ordered)."""

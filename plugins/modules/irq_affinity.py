@@ -221,17 +221,9 @@ def run_module(module):
                             {"problems": planned["problems"]}, dict(result.as_dict(with_diff=False), changed=False))
     for warning in planned["warnings"]:
         module.warn(warning)
-    plans = dict((p.path, p) for p in _apply.file_plans(host, planned))
-    for step in planned["actions"]:
-        diff = None
-        if module._diff:
-            if step["action"] == "set_affinity":
-                label = "IRQ %s (%s) smp_affinity_list" % (step["target"], step.get("name"))
-                diff = {"before_header": label, "before": "%s\n" % step["before"], "after_header": label,
-                        "after": "%s\n" % step["after"]}
-            elif step["target"] in plans:
-                diff = plans[step["target"]].diff()
-        result.add(step, diff)
+    result.add_plan(planned["actions"], _apply.file_plans(host, planned),
+                    label=lambda step: "IRQ %s (%s) smp_affinity_list" % (step["target"], step.get("name")),
+                    render=lambda value: "%s\n" % value, with_diff=module._diff)
     result.extra["unit_changed"] = any(s["action"] == "write_unit" for s in planned["actions"])
     if any(s["action"] in ("write_policy", "edit_irqbalance_env") for s in planned["actions"]):
         result.need_restart("irqbalance.service")

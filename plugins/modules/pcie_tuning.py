@@ -157,15 +157,8 @@ def run_module(module):
         raise HostReadError("nothing was changed: %s" % "; ".join(planned["problems"]),
                             {"problems": planned["problems"]}, dict(result.as_dict(with_diff=False), changed=False))
     unit_plan = _apply.file_plan(host, planned)
-    for step in planned["actions"]:
-        diff = None
-        if module._diff:
-            if step["action"] == "write_unit":
-                diff = unit_plan.diff()
-            else:
-                diff = {"before_header": "%s Max_Read_Request_Size" % step["target"], "before": "%d\n" % step["before"],
-                        "after_header": "%s Max_Read_Request_Size" % step["target"], "after": "%d\n" % step["after"]}
-        result.add(step, diff)
+    result.add_plan(planned["actions"], [unit_plan] if unit_plan is not None else [],
+                    label=lambda step: "%s Max_Read_Request_Size" % step["target"], with_diff=module._diff)
     result.extra["unit_changed"] = unit_plan is not None and unit_plan.changed
     if not devices:
         module.warn("no RDMA NIC on this node: nothing to set")

@@ -205,17 +205,6 @@ def check_params(params):
             raise InputError("interfaces: %r is not a netdev name" % (name,))
 
 
-def _diff(step, file_plans):
-    if step["action"] in ("write_script", "write_unit"):
-        for plan in file_plans:
-            if plan.path == step["target"]:
-                return plan.diff()
-        return None
-    header = "%s %s" % (step["target"], step["action"][4:])
-    return {"before_header": header, "before": json.dumps(step["before"]) + "\n",
-            "after_header": header, "after": json.dumps(step["after"]) + "\n"}
-
-
 def run_module(module):
     params = module.params
     check_params(params)
@@ -236,8 +225,8 @@ def run_module(module):
         raise HostReadError("nothing was changed: %s" % "; ".join(planned["problems"]),
                             {"problems": planned["problems"]}, dict(result.as_dict(with_diff=False), changed=False))
     file_plans = _apply.file_plans(host, planned)
-    for step in planned["actions"]:
-        result.add(step, _diff(step, file_plans) if module._diff else None)
+    result.add_plan(planned["actions"], file_plans, label=lambda step: "%s %s" % (step["target"], step["action"][4:]),
+                    render=lambda value: json.dumps(value) + "\n", with_diff=module._diff)
     result.extra["unit_changed"] = any(p.changed for p in file_plans)
     for note in planned["notes"]:
         module.warn(note)
