@@ -128,8 +128,8 @@ def test_role_vars_off_or_undefined_leave_the_options():
     assert action.run(task_vars=task_vars)["rdma_audit_desired"] == {}
     action, calls2 = _action({"role_vars": True}, {}, {"ansible_facts": {"rdma": FACTS}})
     action.run(task_vars={})
-    assert calls[0][1]["host_root"] == "/host" and calls2[0][1] == {"host_root": "/", "counters_interval": 0.0,
-                                                                             "facts_json": True}
+    assert calls[0][1]["host_root"] == "/host"
+    assert calls2[0][1] == {"host_root": "/", "counters_interval": 0.0, "facts_json": True}
 
 
 def test_a_bad_role_variable_is_named():
