@@ -202,15 +202,18 @@ def test_the_audit_runs_in_the_ee_with_ansible_navigator(env, image, nodes, tmp_
     recap = dict((m.group(1), [int(g) for g in m.groups()[1:]]) for m in RECAP.finditer(stdout))
     assert set(recap) == set(NODES), stdout[-3000:]
     assert all(r[2] == 0 and r[3] == 0 for r in recap.values()), recap  # unreachable, failed
-    assert "audit: 2 hosts, status fail (hosts: drift 1, fail 1)" in stdout, stdout[-3000:]
+    # the simulated roce node has no boot loader configuration (no /etc/default/grub, no BLS entries): the kernel
+    # room's kernel.config fails there as kernel_cmdline refuses it (bootloader=auto finds neither)
+    assert "audit: 2 hosts, status fail (hosts: fail 2)" in stdout, stdout[-3000:]
     assert "dgx-h100-sim FAIL containerd.installed" in stdout
+    assert "roce-cx6dx-sim FAIL kernel.config[auto]" in stdout, stdout[-3000:]
     assert re.search(r"roce-cx6dx-sim DRIFT kernel\.cmdline\[", stdout), stdout[-3000:]
     # the report files the run wrote through the mounted directory
     for name in ("report.json", "report.md", "report.html", "junit.xml"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     results = host_results(out / "report.json")
     assert {host: status for host, (status, _checks) in results.items()} == {
-        "dgx-h100-sim": "fail", "roce-cx6dx-sim": "drift"}
+        "dgx-h100-sim": "fail", "roce-cx6dx-sim": "fail"}
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "Hosts: 2, status **fail**" in markdown, markdown[:500]
     # junit.xml: a test suite per host, a test case per check, a failure per drift or fail, an error per unknown
