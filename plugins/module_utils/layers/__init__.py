@@ -39,10 +39,6 @@ def role_params(argument_spec, params, prefix):
     result = ArgumentSpecValidator(argument_spec).validate(
         dict((name, value) for name, value in params.items() if value is not None))
     if result.error_messages:
-        messages = []
-        for message in result.error_messages:
-            if message not in messages:
-                messages.append(message)
         raise InputError("the role's variables are not what its module accepts (option X is the variable %sX): %s"
-                         % (prefix, "; ".join(messages)))
+                         % (prefix, "; ".join(dict.fromkeys(result.error_messages))))
     return result.validated_parameters
