@@ -11,7 +11,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.validation import check_type_bool
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError
 
 
 def desired_bool(desired, name, default=True):
@@ -42,3 +42,20 @@ def role_params(argument_spec, params, prefix):
         raise InputError("the role's variables are not what its module accepts (option X is the variable %sX): %s"
                          % (prefix, "; ".join(dict.fromkeys(result.error_messages))))
     return result.validated_parameters
+
+
+class MissingFacts(ParseError):
+    """A judge's plan reads something the facts do not hold: its outcome is unknown, not a refusal."""
+
+
+class FactFiles(dict):
+    """The files the facts hold (``{path: FileState}``), for a judge's planner: a plan that reads another one
+    raises MissingFacts saying ``which`` files rdma_facts reads."""
+
+    def __init__(self, items, which):
+        super().__init__(items)
+        self.which = which
+
+    def __missing__(self, path):
+        raise MissingFacts("the facts do not hold %s (rdma_facts reads %s): the plan for it is unknown"
+                           % (path, self.which))

@@ -20,8 +20,10 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool, role_params
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import (
+    FactFiles, MissingFacts, desired_bool, role_params,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import plan as _plan
@@ -34,19 +36,6 @@ ROLE_DEFAULTS = {
     "rdma_kernel_bootloader": "auto",
     "rdma_kernel_dropin": _observe.DEFAULT_DROPIN,
 }
-
-
-class MissingFacts(ParseError):
-    """The plan reads something the facts do not hold: its outcome is unknown, not a refusal."""
-
-
-class _Files(dict):
-    """The files the facts hold; a plan that writes another one cannot be judged from them."""
-
-    def __missing__(self, path):
-        raise MissingFacts("the facts do not hold %s (rdma_facts reads /etc/default/grub, the collection's drop-in "
-                           "under its default name %s and /etc/kernel/cmdline): the plan for it is unknown"
-                           % (path, _observe.DEFAULT_DROPIN))
 
 
 def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
@@ -152,7 +141,9 @@ def params_of(desired):
 def observed_of(observed, params):
     """What :func:`plan.plan` reads, from the facts' ``observed`` (:func:`observe.planner_input`)."""
     out = dict(observed)
-    out["files"] = _Files((path, _observe.file_state(item)) for path, item in observed["files"].items())
+    out["files"] = FactFiles(((path, _observe.file_state(item)) for path, item in observed["files"].items()),
+                             "/etc/default/grub, the collection's drop-in under its default name %s and "
+                             "/etc/kernel/cmdline" % _observe.DEFAULT_DROPIN)
     grub = observed.get("grub")
     if grub is not None and grub.get("dropin") != params["dropin"] and params["bootloader"] != "grubby":
         raise MissingFacts("the facts hold what GRUB's files configure around the drop-in %s, not %s: the plan for "

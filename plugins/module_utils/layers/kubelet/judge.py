@@ -21,8 +21,10 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool, omitted, role_params
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, RdmaNodeError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import (
+    FactFiles, MissingFacts, desired_bool, omitted, role_params,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
@@ -44,19 +46,6 @@ ROLE_DEFAULTS = {
     "kubelet_topology_mode": "auto",
     "kubelet_topology_on_conflict": "fail",
 }
-
-
-class MissingFacts(ParseError):
-    """The plan reads something the facts do not hold: its outcome is unknown, not a refusal."""
-
-
-class _Files(dict):
-    """The files the facts hold; a plan that writes another one cannot be judged from them."""
-
-    def __missing__(self, path):
-        raise MissingFacts("the facts do not hold %s (rdma_facts reads the collection's drop-in under the names it "
-                           "can take with the default dropin_name, the config file and the environment files of the "
-                           "kubelet's flags): the plan for it is unknown" % path)
 
 
 def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
@@ -111,7 +100,9 @@ def observed_of(observed):
             "layers_error": None, "cpus_online": kub.parse_cpuset(cpus, "cpus_online") if cpus else set(),
             "numa_nodes": set(observed["numa_nodes"]), "state_files": observed["state_files"],
             "state_exists": observed["state_exists"],
-            "files": _Files((path, _observe.file_state(item)) for path, item in observed["files"].items())}
+            "files": FactFiles(((path, _observe.file_state(item)) for path, item in observed["files"].items()),
+                               "the collection's drop-in under the names it can take with the default dropin_name, "
+                               "the config file and the environment files of the kubelet's flags")}
 
 
 def role_options(desired):
