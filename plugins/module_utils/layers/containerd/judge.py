@@ -113,9 +113,9 @@ def _module_config(observed, section, params):
     return path if path == read else None
 
 
-def plan_check(section, params):
+def plan_check(section, params, want):
     """``containerd.config``: containerd_rdma's plan on the facts (None without the planner's input), for the role's
-    options as its task passes them (:func:`params_of`)."""
+    options as its task passes them (:func:`params_of`) and what they ask for (``plan.validate``)."""
     observed = section.get("observed")
     if not observed:
         return None
@@ -124,7 +124,6 @@ def plan_check(section, params):
         return _check("containerd.config", "unknown", subject, detail="containerd_rdma's plan cannot be made from the "
                       "facts: %s" % observed["error"])
     try:
-        want = _plan.validate(params)
         if params["service"] != observed["service"]:
             return _check("containerd.config", "unknown", subject, detail=(
                 "the role configures the service %s (containerd_rdma_service), and rdma_facts read containerd as %s "
@@ -163,11 +162,11 @@ def judge(section, desired):
                        remedy="install containerd (not managed by this collection)")]
     try:
         params = params_of(desired)
-        _plan.validate(params)
+        want = _plan.validate(params)
     except InputError as exc:  # the role fails on its variables: nothing it would do can be judged
         return [_check("containerd.config", "fail", section.get("config_path"), remedy="correct the containerd_rdma "
                        "role's variables: the role fails on them before any change", detail=exc.msg)]
-    planned = plan_check(section, params)
+    planned = plan_check(section, params, want)
     if planned is not None:
         checks.append(planned)
     want = _limit(desired.get("containerd_rdma_memlock", "unlimited"))
