@@ -27,7 +27,8 @@ import posixpath
 import re
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sriov, _topology as topo
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as topo
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import rules as _sriov
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 
 NVIDIA_VENDOR = "0x10de"

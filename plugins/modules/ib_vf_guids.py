@@ -225,9 +225,9 @@ backup_files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._guid import OPERATOR_POOL_FILE, SCHEMES
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.guid import OPERATOR_POOL_FILE, SCHEMES
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import exit_module
-from ansible_collections.rdma.k8s_node.plugins.module_utils._sriov_host import run_ib_vf_guids
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.host import run_ib_vf_guids
 
 
 def main():

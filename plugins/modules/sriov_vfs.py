@@ -209,9 +209,9 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils._sriov import LINK_STATES
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.rules import LINK_STATES
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import exit_module
-from ansible_collections.rdma.k8s_node.plugins.module_utils._sriov_host import run_sriov_vfs
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.host import run_sriov_vfs
 
 
 def _vf_options(with_index):

@@ -45,15 +45,26 @@ class BundleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.sources = sources
         parts = PACKAGE.split(".")
         self.packages = set(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+        # the rooms' packages (``layers``, ``layers.sriov``): empty here, as their ``__init__`` is not bundled
+        for key in sources:
+            levels = key.split("/")[:-1]
+            self.packages.update(".".join([PACKAGE] + levels[:end]) for end in range(1, len(levels) + 1))
 
     def find_spec(self, fullname, path=None, target=None):  # pylint: disable=unused-argument
         """A spec for the bundled package levels and modules, None for anything else."""
         if fullname in self.packages:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        package, dummy_dot, name = fullname.rpartition(".")
-        if package == PACKAGE and name in self.sources:
+        name = self._key(fullname)
+        if name in self.sources:
             return importlib.machinery.ModuleSpec(fullname, self, origin="sriov_bundle:" + name)
         return None
+
+    @staticmethod
+    def _key(fullname):
+        """The bundle's key of a module under PACKAGE (its path without ``.py``), None for any other module."""
+        if not fullname.startswith(PACKAGE + "."):
+            return None
+        return fullname[len(PACKAGE) + 1:].replace(".", "/")
 
     def create_module(self, spec):  # pylint: disable=unused-argument
         """Default module creation."""
@@ -61,7 +72,7 @@ class BundleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         """Packages are empty; modules run their bundled source."""
-        name = module.__name__.rpartition(".")[2]
+        name = self._key(module.__name__)
         if module.__name__ in self.packages:
             module.__path__ = []
             return
@@ -268,7 +279,9 @@ def main(argv=None):
     if not use_bundle(args.bundle):
         sys.path.insert(0, args.lib)
     # pylint: disable-next=import-outside-toplevel
-    from ansible_collections.rdma.k8s_node.plugins.module_utils import _errors, _sriov_host
+    from ansible_collections.rdma.k8s_node.plugins.module_utils import _errors
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _sriov_host
 
     with open(args.state, encoding="utf-8") as handle:
         state = json.load(handle)

@@ -6,7 +6,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, mutated, nested, odd_text, slow, typed_only
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _rdma_discovery as disc
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sriov
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import rules as _sriov
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from unit.fuzz.strategies import HUGE_NUMBERS, byte_soup, examples, huge, long_line, mutated, nested, node_text, \
     node_tree, odd_text, slow, typed_only

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid, _sriov
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid, rules as _sriov
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline, grub as _grub
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as _kubelet
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as _containerd

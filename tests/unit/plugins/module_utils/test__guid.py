@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid as g
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as g
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
 
 PF = 0xA088C20300551E20   # dgx-h100 ibp24s0 (NVIDIA OUI a0:88:c2, Mellanox-style 03:00 filler)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _sriov as s
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import rules as s
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
 
 IP_JSON = json.dumps([{

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid, _sriov, _sriov_host
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid, host as _sriov_host, rules as _sriov
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, sriov_vfs
 from unit.plugins.modules.harness import ModuleFail, run_module

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid, _sriov_host
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid, host as _sriov_host
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, sriov_vfs

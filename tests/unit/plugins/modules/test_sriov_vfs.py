@@ -193,7 +193,7 @@ def test_fault_after_the_reset_puts_previous_vfs_and_guids_back(monkeypatch, dgx
     run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=2, vf_defaults={"link_state": "auto"})
     set_guids = [row["guid"] for row in guids(monkeypatch, dgx, netdev="ibp24s0")["guids"]]
     admin_before = pf_state(dgx)["admin"]
-    monkeypatch.setattr("ansible_collections.rdma.k8s_node.plugins.module_utils._sriov_host.write_with_timeout",
+    monkeypatch.setattr("ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.host.write_with_timeout",
                         _fault_after_zero(dgx, dict(fault, path=NUMVFS_FAULT, op="write", count=1)))
     failure = run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=4, allow_vf_reset=True, timeout=1, expect=ModuleFail)
     assert "writing 4 to" in failure["msg"] and "restored: 2 VFs" in failure["msg"], failure["msg"]
@@ -205,7 +205,7 @@ def test_fault_after_the_reset_puts_previous_vfs_and_guids_back(monkeypatch, dgx
 
 def _fault_after_zero(node, fault):
     """Let the first write of 0 through, then arm a simulator fault for the next write."""
-    from ansible_collections.rdma.k8s_node.plugins.module_utils import _sriov_host  # pylint: disable=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _sriov_host  # pylint: disable=import-outside-toplevel
     real = _sriov_host.write_with_timeout
     armed = []
 
@@ -230,7 +230,7 @@ def test_restore_impossible_says_what_state_the_pf_is_in(monkeypatch, dgx):
     # 0 goes through, then every write of a non-zero count fails: the PF cannot get its 2 VFs back
     dgx.call({"cmd": "fault_add", "path": "sys/bus/pci/devices/%s/sriov_numvfs" % IB_PF, "op": "write",
               "errno": "EIO", "count": 3})
-    monkeypatch.setattr("ansible_collections.rdma.k8s_node.plugins.module_utils._sriov_host.write_with_timeout",
+    monkeypatch.setattr("ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.host.write_with_timeout",
                         _pass_zero(dgx))
     failure = run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=4, allow_vf_reset=True, expect=ModuleFail)
     assert "NOT restored" in failure["msg"] and "now reads 0 (it was 2)" in failure["msg"]
@@ -239,7 +239,7 @@ def test_restore_impossible_says_what_state_the_pf_is_in(monkeypatch, dgx):
 
 def _pass_zero(node):
     """Writes of "0" bypass the injected fault (write it directly), others hit it."""
-    from ansible_collections.rdma.k8s_node.plugins.module_utils import _sriov_host  # pylint: disable=import-outside-toplevel
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _sriov_host  # pylint: disable=import-outside-toplevel
     real = _sriov_host.write_with_timeout
 
     def write(host, path, value, timeout):

@@ -19,7 +19,7 @@ import re
 import threading
 import time
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _guid, _sriov
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid, rules as _sriov
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, HostReadError, InputError, VerifyError,
 )

@@ -1,0 +1,13 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, rdma.k8s_node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``sriov`` layer: SR-IOV VFs on ConnectX PFs, persistent across reboot, and InfiniBand VF GUIDs, one room.
+
+* :mod:`.rules` -- what the node reports (``ip link`` VF lines, ``mstconfig``, eswitch mode) parsed, the VF count
+  and VF attributes planned, sriov-network-operator's presence (pure);
+* :mod:`.guid`  -- InfiniBand VF GUIDs: spellings, the deterministic scheme, the operator's pool file, the plan
+  (pure);
+* :mod:`.host`  -- the node: observe, apply, restore; ``run_sriov_vfs`` / ``run_ib_vf_guids``, shared by the
+  modules and the role's boot-time applier (which bundles these files, not this package's ``__init__``).
+(the modules still plan and apply through :mod:`.host`; the audit's ``_audit._sriov`` judges the layer.)
+"""
