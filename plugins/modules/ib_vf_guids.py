@@ -225,34 +225,20 @@ backup_files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.guid import OPERATOR_POOL_FILE, SCHEMES
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import exit_module
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.host import run_ib_vf_guids
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import apply as _apply
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import plan as _plan
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            netdev=dict(type="str"),
-            rdma_device=dict(type="str"),
-            pci_address=dict(type="str"),
-            scheme=dict(type="str", default="pf_guid", choices=list(SCHEMES)),
-            guid_prefix=dict(type="str", default="02"),
-            guids=dict(type="list", elements="str"),
-            pool_file=dict(type="path", default=OPERATOR_POOL_FILE),
-            export_pool_file=dict(type="bool"),
-            exclude_guids=dict(type="list", elements="str"),
-            backup=dict(type="bool", default=False),
-            allow_vf_reset=dict(type="bool", default=False),
-            timeout=dict(type="int", default=60),
-            host_root=dict(type="path", default="/"),
-        ),
-        mutually_exclusive=[("netdev", "rdma_device", "pci_address")],
-        required_one_of=[("netdev", "rdma_device", "pci_address")],
-        required_if=[("scheme", "list", ("guids",))],
+        argument_spec=_plan.guids_argument_spec(),
+        mutually_exclusive=_plan.MUTUALLY_EXCLUSIVE,
+        required_one_of=_plan.REQUIRED_ONE_OF,
+        required_if=_plan.GUIDS_REQUIRED_IF,
         supports_check_mode=True,
     )
-    exit_module(module, run_ib_vf_guids)
+    exit_module(module, _apply.run_ib_vf_guids)
 
 
 if __name__ == "__main__":

@@ -209,44 +209,19 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.rules import LINK_STATES
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import exit_module
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.host import run_sriov_vfs
-
-
-def _vf_options(with_index):
-    options = dict(
-        link_state=dict(type="str", choices=list(LINK_STATES)),
-        trust=dict(type="bool"),
-        spoofchk=dict(type="bool"),
-        vlan=dict(type="int"),
-        qos=dict(type="int"),
-        mac=dict(type="str"),
-    )
-    if with_index:
-        options["index"] = dict(type="int", required=True)
-    return options
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import apply as _apply
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import plan as _plan
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            netdev=dict(type="str"),
-            rdma_device=dict(type="str"),
-            pci_address=dict(type="str"),
-            num_vfs=dict(type="int", required=True),
-            allow_vf_reset=dict(type="bool", default=False),
-            vf_defaults=dict(type="dict", options=_vf_options(False)),
-            vfs=dict(type="list", elements="dict", options=_vf_options(True)),
-            firmware_check=dict(type="str", default="auto", choices=["auto", "always", "never"]),
-            timeout=dict(type="int", default=120),
-            host_root=dict(type="path", default="/"),
-        ),
-        mutually_exclusive=[("netdev", "rdma_device", "pci_address")],
-        required_one_of=[("netdev", "rdma_device", "pci_address")],
+        argument_spec=_plan.vfs_argument_spec(),
+        mutually_exclusive=_plan.MUTUALLY_EXCLUSIVE,
+        required_one_of=_plan.REQUIRED_ONE_OF,
         supports_check_mode=True,
     )
-    exit_module(module, run_sriov_vfs)
+    exit_module(module, _apply.run_sriov_vfs)
 
 
 if __name__ == "__main__":

@@ -281,7 +281,7 @@ def main(argv=None):
     # pylint: disable-next=import-outside-toplevel
     from ansible_collections.rdma.k8s_node.plugins.module_utils import _errors
     # pylint: disable-next=import-outside-toplevel
-    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _sriov_host
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import apply as _sriov_apply
 
     with open(args.state, encoding="utf-8") as handle:
         state = json.load(handle)
@@ -289,7 +289,7 @@ def main(argv=None):
         print("unsupported state file version %r in %s" % (state.get("version"), args.state), file=sys.stderr)
         return 1
     entries = [(name, run, params)
-               for name, run in (("sriov_vfs", _sriov_host.run_sriov_vfs), ("ib_vf_guids", _sriov_host.run_ib_vf_guids))
+               for name, run in (("sriov_vfs", _sriov_apply.run_sriov_vfs), ("ib_vf_guids", _sriov_apply.run_ib_vf_guids))
                for params in state.get(name, [])]
     missing = {}
     if args.wait_timeout > 0 and not args.check:

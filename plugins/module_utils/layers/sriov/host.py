@@ -1,12 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, rdma.k8s_node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""SR-IOV VFs and their InfiniBand GUIDs on a node: observe, apply, restore - shared by the modules and the boot unit.
-
-``run_sriov_vfs(module)`` and ``run_ib_vf_guids(module)`` are the whole logic of ``rdma.k8s_node.sriov_vfs`` and
-``rdma.k8s_node.ib_vf_guids``.  They only need a *module-like* object (``params``, ``check_mode``, ``_diff``,
-``warn``, ``run_command``, ``get_bin_path``), so the boot-time applier the ``sriov`` role installs runs the very same
-code with a small stdlib stand-in instead of AnsibleModule.  All node I/O goes through HostRoot/HostCommands.
+"""SR-IOV VFs and their InfiniBand GUIDs on a node: the reads :mod:`.observe` makes, the writes :mod:`.apply` makes,
+the restores - shared by the modules and the boot unit.  All node I/O goes through HostRoot/HostCommands.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -20,19 +16,14 @@ import threading
 import time
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid, rules as _sriov
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, HostReadError, InputError, VerifyError,
-)
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileTransaction, observe_file, plan_file
-from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot, check_name
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action
+from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, HostReadError, InputError
+from ansible_collections.rdma.k8s_node.plugins.module_utils._host import check_name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
 
 SYS_NET = "/sys/class/net"
 SYS_IB = "/sys/class/infiniband"
 SYS_PCI = "/sys/bus/pci/devices"
 POLL = 0.1
-_GUID_KEYS = ("node_guid", "port_guid", "admin_node", "admin_port")
 #: what each errno of a sysfs write means here (domain-facts §2 "errors to map")
 _ERRNO_HINTS = {
     errno.EBUSY: "VFs are already enabled (sriov_numvfs must go through 0)",
@@ -92,7 +83,7 @@ def resolve_pf(host, params):
             "rdma_device": rdma[0] if rdma else None, "link_layer": link_layer, "selected_by": option}
 
 
-def _sysfs_guid(text):
+def sysfs_guid(text):
     if not text:
         return None
     try:
@@ -118,10 +109,10 @@ def observe_vf(host, pf, index):
     if rdma:
         vf["rdma_device"] = rdma[0]
         base = path + "/infiniband/" + rdma[0]
-        vf["node_guid"] = _sysfs_guid(host.read_attr(base + "/node_guid"))
+        vf["node_guid"] = sysfs_guid(host.read_attr(base + "/node_guid"))
         if host.read_attr(base + "/ports/1/link_layer") == "InfiniBand":
             gid = host.read_attr(base + "/ports/1/gids/0") or ""
-            vf["port_guid"] = _sysfs_guid(":".join(gid.split(":")[4:])) if gid.count(":") == 7 else None
+            vf["port_guid"] = sysfs_guid(":".join(gid.split(":")[4:])) if gid.count(":") == 7 else None
     return vf
 
 
@@ -178,8 +169,9 @@ def ip_vfs(commands, pf_netdev):
     return _sriov.parse_ip_vfs(out)
 
 
-def firmware(module, commands, bdf, num_vfs, mode, totalvfs=None):
-    """Firmware readiness from mstconfig/mlxconfig (``mode``: auto, always, never).  Returns what was read.
+def firmware_query(module, commands, bdf, num_vfs, mode, totalvfs=None):
+    """What mstconfig/mlxconfig say of the PF's firmware (``mode``: auto, always, never), for :func:`plan.firmware`:
+    None when not asked, else ``{tool, rc, out, err}`` (``tool`` None when neither is installed).
 
     ``auto`` does not ask the firmware when the kernel already shows enough VFs: ``sriov_totalvfs`` is the SR-IOV
     capability the firmware's Current ``SRIOV_EN``/``NUM_OF_VFS`` expose, so ``totalvfs >= num_vfs`` is the verdict
@@ -190,22 +182,9 @@ def firmware(module, commands, bdf, num_vfs, mode, totalvfs=None):
         return None
     tool = next((name for name in ("mstconfig", "mlxconfig") if module.get_bin_path(name)), None)
     if tool is None:
-        if mode == "always":
-            raise InputError("firmware_check=always but neither mstconfig nor mlxconfig is installed")
-        return None
+        return {"tool": None, "rc": None, "out": "", "err": ""}
     rc, out, err = commands.run_kernel([tool, "-e", "-d", bdf, "q"])
-    if rc != 0:
-        if mode == "always":
-            raise ApplyError("%s -e -d %s q failed (rc=%s): %s" % (tool, bdf, rc, (err or out).strip()))
-        module.warn("%s could not query %s (rc=%s), firmware not checked: %s" % (tool, bdf, rc, (err or out).strip()))
-        return None
-    params = _sriov.parse_mstconfig(out)
-    verdict = _sriov.firmware_verdict(params, num_vfs)
-    if verdict is not None:
-        message, staged = verdict
-        raise ConflictError("firmware of %s is not ready for SR-IOV: %s" % (bdf, message),
-                            {"firmware": params, "reboot_required": staged})
-    return dict((key, value) for key, value in params.items() if key in ("SRIOV_EN", "NUM_OF_VFS"))
+    return {"tool": tool, "rc": rc, "out": out, "err": err}
 
 
 # -- writes -----------------------------------------------------------------------------------------------------------
@@ -309,7 +288,7 @@ def settle_vf_netdevs(host, pf, expect_udev, timeout, sleep=time.sleep, clock=ti
         sleep(POLL)
 
 
-def _run_ip(commands, argv):
+def run_ip(commands, argv):
     rc, out, err = commands.run_kernel(argv)
     if rc != 0:
         raise ApplyError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()), {"rc": rc, "stderr": err})
@@ -326,19 +305,8 @@ def set_guid(host, commands, pf, index, node_guid, port_guid, via, timeout):
                 raise ApplyError("writing %s%s failed: %s" % (base, name, describe_oserror(exc)),
                                  {"errno": exc.errno}) from exc
         return
-    _run_ip(commands, ["ip", "link", "set", pf["netdev"], "vf", str(index), "node_guid", _guid.format_guid(node_guid)])
-    _run_ip(commands, ["ip", "link", "set", pf["netdev"], "vf", str(index), "port_guid", _guid.format_guid(port_guid)])
-
-
-def _vf_public(vf, admin=None):
-    out = {"index": vf["index"], "pci_address": vf["pci_address"], "driver": vf["driver"], "netdevs": vf["netdevs"],
-           "rdma_device": vf["rdma_device"],
-           "node_guid": _guid.format_guid(vf["node_guid"]) if vf["node_guid"] is not None else None,
-           "port_guid": _guid.format_guid(vf["port_guid"]) if vf["port_guid"] is not None else None}
-    if admin is not None:
-        out["admin"] = dict((key, _guid.format_guid(value) if key in _GUID_KEYS and value is not None else value)
-                            for key, value in admin.items())
-    return out
+    run_ip(commands, ["ip", "link", "set", pf["netdev"], "vf", str(index), "node_guid", _guid.format_guid(node_guid)])
+    run_ip(commands, ["ip", "link", "set", pf["netdev"], "vf", str(index), "port_guid", _guid.format_guid(port_guid)])
 
 
 # -- restore ---------------------------------------------------------------------------------------------------------
@@ -363,11 +331,11 @@ def restore(host, commands, pf, before, timeout, wait=wait_for_vfs):
                          and (pf["link_layer"] != "InfiniBand" or key not in _sriov.ETH_ONLY))
             change = dict(_sriov.plan_vf_attrs({index: attrs}, current)).get(index)
             if change:
-                _run_ip(commands, _sriov.ip_vf_argv(pf["netdev"], index, change))
+                run_ip(commands, _sriov.ip_vf_argv(pf["netdev"], index, change))
             node, port = admin.get("node_guid"), admin.get("port_guid")
             have = current.get(index, {})
             if pf["link_layer"] == "InfiniBand" and (node or port) and (have.get("node_guid"), have.get("port_guid")) != (node, port):
-                set_guid(host, commands, pf, index, node or 0, port or 0, _guid_path(host, pf), timeout)
+                set_guid(host, commands, pf, index, node or 0, port or 0, guid_path(host, pf), timeout)
                 if vfs[index]["driver"]:
                     rebind(host, vfs[index], timeout)
         return "restored: %d VFs with their previous settings and GUIDs" % want
@@ -378,108 +346,9 @@ def restore(host, commands, pf, before, timeout, wait=wait_for_vfs):
                 % (detail, pf["pci_address"], now, want))
 
 
-def _guid_path(host, pf):
+def guid_path(host, pf):
     """``ofed_sysfs`` when MLNX/DOCA OFED provides ``sriov/<n>/node`` for this PF, else ``netlink``."""
     return "ofed_sysfs" if host.exists(pf["path"] + "/sriov/0/node") else "netlink"
-
-
-# -- sriov_vfs ---------------------------------------------------------------------------------------------------------
-def run_sriov_vfs(module):
-    """The ``sriov_vfs`` module: VF count, per-VF attributes, waits; restores the PF when a write fails."""
-    params = module.params
-    host = HostRoot(params["host_root"])
-    commands = HostCommands(module, host)
-    result = Result()
-    pf = resolve_pf(host, params)
-    want = params["num_vfs"]
-    if isinstance(want, bool) or not isinstance(want, int) or want < 0:
-        raise InputError("num_vfs must be a whole number >= 0, got %r" % (want,))
-    mode = eswitch_mode(commands, pf["pci_address"])
-    if mode == "switchdev":
-        raise ConflictError("PF %s is in switchdev eswitch mode; this module manages legacy SR-IOV VFs. Switch it with "
-                            "'devlink dev eswitch set pci/%s mode legacy' or leave switchdev PFs to an operator"
-                            % (pf["pci_address"], pf["pci_address"]), {"eswitch": mode})
-    state = observe(host, pf)
-    desired_attrs = _sriov.desired_vf_attrs(want, params.get("vf_defaults"), params.get("vfs"), pf["link_layer"])
-    fw, fw_error = None, None
-    try:
-        fw = firmware(module, commands, pf["pci_address"], want, params["firmware_check"], state["totalvfs"])
-    except ConflictError as exc:
-        fw_error = exc
-    used = in_use(host, pf, state["vfs"])
-    try:
-        writes = _sriov.plan_numvfs(state["numvfs"], want, state["totalvfs"], params["allow_vf_reset"], used)
-    except InputError as exc:
-        msg = exc.msg
-        if state["totalvfs"] is None:  # say which device the options selected (a bridge, a GPU, a PF without SRIOV_EN)
-            msg = "%s %s (PCI %s): %s" % (pf["selected_by"], params.get(pf["selected_by"]), pf["pci_address"], msg)
-        if fw_error is None:
-            raise InputError(msg, exc.details) from exc
-        raise InputError("%s; %s" % (msg, fw_error.msg), fw_error.details) from exc
-    if fw_error is not None:
-        raise fw_error
-    admin = ip_vfs(commands, pf["netdev"]) if state["numvfs"] else {}
-    result.observed = {"pf": dict((k, v) for k, v in pf.items() if k != "path"), "eswitch_mode": mode, "firmware": fw,
-                       "num_vfs": state["numvfs"], "totalvfs": state["totalvfs"], "in_use": used,
-                       "vfs": [_vf_public(vf, admin.get(vf["index"])) for vf in state["vfs"]]}
-    if writes == [0] and used:
-        module.warn("removing all VFs of %s, some of which look in use: %s" % (
-            pf["pci_address"], ", ".join("VF %d (%s)" % item for item in sorted(used.items()))))
-    after_admin = {} if writes else admin
-    changes = _sriov.plan_vf_attrs(desired_attrs, after_admin)
-    if changes and not pf["netdev"]:
-        raise InputError("VF attributes need the PF's netdev (ip link set <pf> vf N ...), and %s has none" % pf["pci_address"])
-    numvfs_path = pf["path"] + "/sriov_numvfs"
-    for value in writes:
-        result.add(action("write", numvfs_path, value=str(value)))
-    if writes and writes[-1]:
-        result.add(action("wait_for_vfs", pf["pci_address"], count=want, timeout=params["timeout"]))
-    for index, attrs in changes:
-        result.add(action("set_vf", "%s vf %d" % (pf["netdev"], index), **attrs))
-    if result.changed and module._diff:
-        before = {"num_vfs": state["numvfs"], "vfs": dict((i, admin.get(i, {})) for i in sorted(admin))}
-        after_vfs = dict((i, dict(after_admin.get(i, {}), **desired_attrs[i])) for i in range(want))
-        result.diffs.append({"before": _diff_text(before), "after": _diff_text({"num_vfs": want, "vfs": after_vfs}),
-                             "before_header": "%s (sriov)" % pf["pci_address"], "after_header": "%s (sriov)" % pf["pci_address"]})
-    if module.check_mode or not result.changed:
-        result.extra["vfs"] = result.observed["vfs"]
-        return result.as_dict(with_diff=module._diff)
-
-    before = {"numvfs": state["numvfs"], "admin": admin}
-    timeout = params["timeout"]
-    done = []
-    try:
-        for value in writes:
-            write_with_timeout(host, numvfs_path, str(value), timeout)
-            done.append(value)
-        if writes and writes[-1]:
-            wait_for_vfs(host, pf, want, timeout)
-        for index, attrs in changes:
-            _run_ip(commands, _sriov.ip_vf_argv(pf["netdev"], index, attrs))
-    except (OSError, ApplyError) as exc:
-        what = ("writing %s to %s failed: %s" % (writes[len(done)], numvfs_path, describe_oserror(exc))
-                if isinstance(exc, OSError) else exc.msg)
-        outcome = restore(host, commands, pf, before, timeout)
-        raise ApplyError("%s; %s" % (what, outcome), {"pf": pf["pci_address"], "restore": outcome},
-                         result=result.as_dict(with_diff=False)) from exc
-
-    final = observe(host, pf)
-    final_admin = ip_vfs(commands, pf["netdev"]) if final["numvfs"] else {}
-    left = _sriov.plan_vf_attrs(desired_attrs, final_admin)
-    if final["numvfs"] != want or left:
-        raise VerifyError("after the change %s has %s VFs (wanted %d)%s" % (
-            pf["pci_address"], final["numvfs"], want, "; attributes still differ: %s" % left if left else ""))
-    result.extra["vfs"] = [_vf_public(vf, final_admin.get(vf["index"])) for vf in final["vfs"]]
-    return result.as_dict(with_diff=module._diff)
-
-
-def _diff_text(data):
-    lines = ["num_vfs: %s" % data["num_vfs"]]
-    for index, attrs in sorted(data["vfs"].items()):
-        shown = dict((k, _guid.format_guid(v) if k.endswith("guid") and v is not None else v) for k, v in sorted(attrs.items())
-                     if v is not None)
-        lines.append("vf %d: %s" % (index, ", ".join("%s=%s" % item for item in sorted(shown.items()))))
-    return "\n".join(lines) + "\n"
 
 
 # -- ib_vf_guids --------------------------------------------------------------------------------------------------------
@@ -491,15 +360,15 @@ def ip_links_vfs(commands):
     return _sriov.parse_ip_links_vfs(out)
 
 
-def _admin_guids(host, commands, pf, count, via, links=None):
+def admin_guids(host, commands, pf, count, via, links=None):
     """``{index: {admin_node, admin_port}}`` from the OFED sysfs (when used) or netlink (``links``: a dump already
     made, see :func:`ip_links_vfs`)."""
     out = {}
     if via == "ofed_sysfs":
         for index in range(count):
             base = "%s/sriov/%d/" % (pf["path"], index)
-            out[index] = {"admin_node": _sysfs_guid(host.read_attr(base + "node")),
-                          "admin_port": _sysfs_guid(host.read_attr(base + "port"))}
+            out[index] = {"admin_node": sysfs_guid(host.read_attr(base + "node")),
+                          "admin_port": sysfs_guid(host.read_attr(base + "port"))}
         return out
     vfs = links.get(pf["netdev"], {}) if links is not None else ip_vfs(commands, pf["netdev"])
     for index, attrs in vfs.items():
@@ -529,7 +398,7 @@ def host_guids(host, commands, skip_pci, own_vfs=None, links=None):
             if skip_pci in (host.link_name("%s/%s/device" % (SYS_IB, name)),
                             host.link_name("%s/%s/device/physfn" % (SYS_IB, name))):
                 continue
-        guid = _sysfs_guid(host.try_attr("%s/%s/node_guid" % (SYS_IB, name)))
+        guid = sysfs_guid(host.try_attr("%s/%s/node_guid" % (SYS_IB, name)))
         if guid:
             taken.setdefault(guid, "%s (node GUID)" % name)
     if commands.module.get_bin_path("ip") is None:
@@ -579,7 +448,7 @@ def node_links(host):
     return [(name, address, pci) for dummy, name, address, pci in sorted(out)]
 
 
-def _pool_ib_pfs(host, skip):
+def pool_ib_pfs(host, skip):
     """PCI addresses of the node's InfiniBand PFs that can have VFs (sriov_totalvfs > 0), other than ``skip``."""
     found = []
     for device in host.listdir(SYS_IB):
@@ -592,208 +461,7 @@ def _pool_ib_pfs(host, skip):
     return sorted(found)
 
 
-def _unresolved_warning(module, entries, pool_file):
-    """pfGuid entries whose link is not there now: the operator resolves them when it starts, and refuses the whole
-    file if the link is still missing then."""
-    unresolved = [entry["pf_guid"] for entry in entries if entry.get("unresolved")]
-    if unresolved:
-        module.warn("%s names pfGuid %s, the address of no network interface on this node now: sriov-network-operator "
-                    "refuses the whole file if that link is still missing when it starts" % (pool_file, ", ".join(unresolved)))
-
-
-def _pool_warnings(module, host, pf, existed, text, operator, pool_file, links):
-    """What a change of the pool file means for the operator: it reads the file when its daemon starts (host helpers
-    created in pkg/host/manager.go), and a pool file that exists makes it take every IB VF's GUID from the file."""
-    entries = _guid.parse_pool(text, pool_file, links) if text is not None else None
-    if entries is not None:
-        _unresolved_warning(module, entries, pool_file)
-    if operator["running"]:
-        module.warn("sriov-network-config-daemon runs and reads %s only when it starts: restart its pod (or the "
-                    "node) so that it assigns these GUIDs instead of the ones it holds" % pool_file)
-    if not existed and entries is not None:
-        listed = set(entry.get("pci_address") for entry in entries)
-        missing = [pci for pci in _pool_ib_pfs(host, pf["pci_address"]) if pci not in listed]
-        if missing:
-            module.warn("%s did not exist: once it does, sriov-network-operator takes every InfiniBand VF's GUID from it "
-                        "and fails VFs of a PF without an entry (%s); export their GUIDs too (every InfiniBand PF in "
-                        "sriov_pfs)" % (pool_file, ", ".join(missing)))
-
-
-def run_ib_vf_guids(module):
-    """The ``ib_vf_guids`` module: non-zero, unique, deterministic GUIDs on every VF of an InfiniBand PF."""
-    params = module.params
-    host = HostRoot(params["host_root"])
-    commands = HostCommands(module, host)
-    result = Result()
-    pool_file = params["pool_file"]
-    if not pool_file.startswith("/") or any(part in (".", "..") for part in pool_file.split("/")) \
-            or any(c in pool_file for c in "\0\n\r"):
-        raise InputError("pool_file must be an absolute path without . or .. components, got %r" % (pool_file,))
-    pf = resolve_pf(host, params)
-    if pf["link_layer"] != "InfiniBand":
-        raise InputError("%s %s is an %s PF: VF node/port GUIDs only exist on InfiniBand (RoCE VFs use MAC addresses)"
-                         % (pf["selected_by"], params.get(pf["selected_by"]), pf["link_layer"] or "unknown link layer"))
-    if not pf["rdma_device"]:
-        raise InputError("PF %s has no RDMA device (is mlx5_ib loaded?)" % pf["pci_address"])
-    scheme = params["scheme"]
-    prefix = _guid.parse_prefix(params["guid_prefix"])
-    explicit = params.get("guids") or []
-    if scheme == "list" and not explicit:
-        raise InputError("scheme=list needs guids")
-    if explicit and scheme != "list":
-        raise InputError("guids is only used with scheme=list")
-    if scheme == "pool_file" and params["export_pool_file"]:
-        raise InputError("export_pool_file writes pool_file, which scheme=pool_file reads; use one or the other")
-    operator = detect_sriov_operator(host)
-    result.extra["sriov_network_operator"] = operator
-    export = params["export_pool_file"]
-    if export is None:  # auto: on when the operator works on this node (it re-assigns IB VF GUIDs), never with pool_file
-        export = operator["present"] and scheme != "pool_file"
-    result.extra["export_pool_file"] = export
-    if scheme == "list":
-        for index, text in enumerate(explicit):
-            _guid.assignable(_guid.parse_guid(text, "guids[%d]" % index), "guids[%d] (%s)" % (index, text))
-    pf_guid = _sysfs_guid(host.read_attr("%s/%s/node_guid" % (SYS_IB, pf["rdma_device"])))
-    state = observe(host, pf)
-    count = state["numvfs"] or 0
-    pool_entry = None
-    links = node_links(host) if scheme == "pool_file" or export else None
-    if scheme == "pool_file":
-        text = host.read_bytes(params["pool_file"])  # decoded as Go's encoding/json sees it (_guid.go_text)
-        if text is None:
-            raise InputError("scheme=pool_file but %s does not exist" % params["pool_file"])
-        entries = _guid.parse_pool(text, params["pool_file"], links)
-        _unresolved_warning(module, entries, params["pool_file"])
-        pool_entry = _guid.pool_entry_for(entries, pf["pci_address"], [], params["pool_file"])
-    desired = _guid.desired_guids(scheme, count, pf_guid, prefix, explicit, pool_entry)
-    via = _guid_path(host, pf) if count else "netlink"
-    if via == "netlink" and count and not pf["netdev"]:
-        raise InputError("PF %s has no IPoIB netdev (ib_ipoib not loaded?) and no OFED sriov sysfs: no way to set GUIDs"
-                         % pf["pci_address"])
-    # one dump answers both this PF's admin GUIDs and the other PFs' (host_guids)
-    ip_links = ip_links_vfs(commands) if count and via == "netlink" and commands.module.get_bin_path("ip") else None
-    admin = _admin_guids(host, commands, pf, count, via, ip_links) if count else {}
-    observed = {}
-    for vf in state["vfs"]:
-        observed[vf["index"]] = dict(admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"])
-    taken = host_guids(host, commands, pf["pci_address"], state["vfs"], ip_links)
-    taken.update(dict((guid, "the PF %s itself" % pf["pci_address"]) for guid in [pf_guid] if guid))
-    for extra in params.get("exclude_guids") or []:
-        taken.setdefault(_guid.parse_guid(extra, "exclude_guids entry"), "another node of the inventory (exclude_guids)")
-    steps = _guid.plan(desired, observed, taken)
-    used = in_use(host, pf, state["vfs"])
-    busy = dict((step["vf"], used[step["vf"]]) for step in steps if step["vf"] in used)
-    if busy and not params["allow_vf_reset"]:
-        raise ConflictError("re-binding VFs to apply their GUIDs would disrupt VFs in use: %s; drain the node and rerun with "
-                            "allow_vf_reset=true" % ", ".join("VF %d (%s)" % item for item in sorted(busy.items())),
-                            {"in_use": dict((str(k), v) for k, v in busy.items())})
-    vf_by_index = dict((vf["index"], vf) for vf in state["vfs"])
-    rebind_actions = {}
-    for step in steps:
-        target = "%s vf %d" % (pf["netdev"] or pf["pci_address"], step["vf"])
-        if step["set"]:
-            result.add(action("set_guid", target, node_guid=_guid.format_guid(step["guid"]),
-                              port_guid=_guid.format_guid(step["guid"]), via=via, reason=step["reason"]))
-        if vf_by_index.get(step["vf"], {}).get("driver"):
-            vf = vf_by_index[step["vf"]]
-            rebind_actions[step["vf"]] = action("rebind", vf["pci_address"], driver=vf["driver"], vf=step["vf"],
-                                                netdevs=vf["netdevs"])
-            result.add(rebind_actions[step["vf"]])
-    # a VF left without its driver (an interrupted re-bind) gets no GUID and no RDMA device: bind it again, as the
-    # kernel's autoprobe would have, so that a re-run repairs what a failed run left
-    pf_driver = host.link_name(pf["path"] + "/driver")
-    autoprobe = host.read_attr(pf["path"] + "/sriov_drivers_autoprobe", default="1") != "0"
-    unbound = [vf for vf in state["vfs"] if not vf["driver"]] if autoprobe and pf_driver else []
-    for vf in unbound:
-        rebind_actions[vf["index"]] = action("bind", vf["pci_address"], driver=pf_driver,
-                                             reason="VF %d has no driver" % vf["index"])
-        result.add(rebind_actions[vf["index"]])
-    pool_plan = None
-    if export:
-        existing = observe_file(host, params["pool_file"])
-        text = _guid.render_pool(host.read_bytes(params["pool_file"]) if existing.exists else None, pf["pci_address"],
-                                 desired, links)
-        pool_plan = plan_file(existing, text, 0o644)
-        if pool_plan.changed:
-            result.add(pool_plan.action(), pool_plan.diff() if module._diff else None)
-            _pool_warnings(module, host, pf, existing.exists, text, operator, params["pool_file"], links)
-    guid_rows = [{"index": index, "pci_address": vf_by_index[index]["pci_address"] if index in vf_by_index else None,
-                  "guid": _guid.format_guid(value)} for index, value in enumerate(desired)]
-    result.observed = {"pf": dict((k, v) for k, v in pf.items() if k != "path"), "pf_node_guid":
-                       _guid.format_guid(pf_guid) if pf_guid else None, "num_vfs": count, "via": via,
-                       "vfs": [_vf_public(vf, admin.get(vf["index"])) for vf in state["vfs"]],
-                       "zero_guid_vfs": sorted(i for i, seen in observed.items() if not seen.get("admin_node")
-                                               and not seen.get("node"))}
-    result.extra["guids"] = guid_rows
-    result.extra["netdev_renames"] = []
-    result.extra["backup_files"] = {}
-    if module._diff and steps:
-        result.diffs.insert(0, {"before": "".join("vf %d: %s\n" % (i, _guid.format_guid(observed.get(i, {}).get("admin_node") or 0))
-                                                  for i in range(count)),
-                                "after": "".join("vf %d: %s\n" % (i, _guid.format_guid(v)) for i, v in enumerate(desired)),
-                                "before_header": "%s VF GUIDs" % pf["pci_address"],
-                                "after_header": "%s VF GUIDs" % pf["pci_address"]})
-    if module.check_mode or not result.changed:
-        return result.as_dict(with_diff=module._diff)
-
-    timeout = params["timeout"]
-    touched = []
-    expect_udev = _expect_udev(host, vf_by_index, rebind_actions)
-    try:
-        for step in steps:
-            index = step["vf"]
-            if step["set"]:
-                touched.append(index)
-                set_guid(host, commands, pf, index, step["guid"], step["guid"], via, timeout)
-            vf = vf_by_index.get(index)
-            if vf and vf["driver"]:
-                try:
-                    rebind(host, vf, timeout)
-                except OSError as exc:
-                    raise ApplyError("re-binding VF %d (%s) failed: %s" % (index, vf["pci_address"], describe_oserror(exc)),
-                                     {"errno": exc.errno}) from exc
-        for vf in unbound:
-            try:
-                write_with_timeout(host, "/sys/bus/pci/drivers/%s/bind" % pf_driver, vf["pci_address"], timeout)
-            except OSError as exc:
-                what = "binding VF %d (%s) to %s" % (vf["index"], vf["pci_address"], pf_driver)
-                raise ApplyError("%s failed: %s" % (what, describe_oserror(exc)), {"errno": exc.errno}) from exc
-        if state["vfs"]:
-            wait_for_vfs(host, pf, count, timeout)
-    except ApplyError as exc:
-        outcome = _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout)
-        raise ApplyError("%s; %s" % (exc.msg, outcome), dict(exc.details, restore=outcome),
-                         result=result.as_dict(with_diff=False)) from exc
-    if pool_plan is not None and pool_plan.changed:
-        try:
-            result.extra["backup_files"] = FileTransaction(host, backup=bool(params.get("backup"))).apply_all([pool_plan])
-        except ApplyError as exc:
-            # the pool file must not disagree with the VFs: put the previous GUIDs back as for any other failure
-            outcome = _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout)
-            if state["vfs"] and touched:
-                try:
-                    wait_for_vfs(host, pf, count, timeout)
-                except ApplyError as wait_exc:
-                    outcome += "; %s" % wait_exc.msg
-            raise ApplyError("%s; %s" % (exc.msg, outcome), dict(exc.details, restore=outcome),
-                             result=result.as_dict(with_diff=False)) from exc
-
-    _report_renames(module, host, pf, vf_by_index, rebind_actions, expect_udev, result, timeout)
-    final = observe(host, pf)
-    final_admin = _admin_guids(host, commands, pf, count, via)
-    after = dict((vf["index"], dict(final_admin.get(vf["index"], {}), node=vf["node_guid"], port=vf["port_guid"]))
-                 for vf in final["vfs"])
-    left = _guid.plan(desired, after)
-    if left:
-        raise VerifyError("GUIDs were set but %s" % "; ".join("VF %d: %s" % (s["vf"], s["reason"]) for s in left))
-    for row in guid_rows:
-        vf = next((v for v in final["vfs"] if v["index"] == row["index"]), None)
-        if vf is not None:
-            row.update({"pci_address": vf["pci_address"], "netdevs": vf["netdevs"], "rdma_device": vf["rdma_device"]})
-    return result.as_dict(with_diff=module._diff)
-
-
-def _expect_udev(host, vf_by_index, rebind_actions):
+def udev_expected(host, vf_by_index, rebind_actions):
     """``{index: bool}``: will udev rename the netdev a re-bind of this VF creates?  (see :func:`udev_named`)"""
     if not rebind_actions:
         return {}
@@ -804,7 +472,7 @@ def _expect_udev(host, vf_by_index, rebind_actions):
     return dict((index, named.get(index, siblings)) for index in rebind_actions)
 
 
-def _report_renames(module, host, pf, vf_by_index, rebind_actions, expect, result, timeout):
+def report_renames(module, host, pf, vf_by_index, rebind_actions, expect, result, timeout):
     """A re-bind unregisters the VF's netdev and registers a new one, which the kernel names ``ib%d``/``eth%d`` and
     udev may rename: find each re-bound VF's netdevs again by PCI address and report old -> new on its action and in
     ``netdev_renames``.  Waits (at most RENAME_SETTLE s) for udev where ``expect`` says udev names them."""
@@ -824,7 +492,7 @@ def _report_renames(module, host, pf, vf_by_index, rebind_actions, expect, resul
     result.extra["netdev_renames"] = renames
 
 
-def _restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout):
+def restore_guids(host, commands, pf, touched, admin, vf_by_index, via, timeout):
     """Put back the GUIDs of the VFs already changed (and re-bind them); a sentence saying what state they are in."""
     failed = []
     for index in touched:

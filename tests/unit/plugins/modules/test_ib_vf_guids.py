@@ -11,6 +11,7 @@ import yaml
 import hwsim
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid, host as _sriov_host
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _host as _hostio
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError
 from ansible_collections.rdma.k8s_node.plugins.modules import ib_vf_guids, sriov_vfs
 from unit.plugins.modules.harness import ModuleFail, run_module
@@ -318,10 +319,10 @@ def test_host_guids_sees_other_pfs_and_devices_never_this_pfs_own(monkeypatch, d
     run(monkeypatch, dgx, netdev="ibp24s0")
     other = "02:00:00:00:00:00:00:42"
     dgx.call({"cmd": "ip_link_set_vf", "dev": "ibp64s0", "vf": 1, "node_guid": other, "port_guid": other})
-    host = _sriov_host.HostRoot(str(dgx.root))
+    host = _hostio.HostRoot(str(dgx.root))
     module = _Commands()
     own = _sriov_host.observe(host, _sriov_host.resolve_pf(host, {"netdev": "ibp24s0"}))["vfs"]
-    taken = _sriov_host.host_guids(host, _sriov_host.HostCommands(module, host), IB_PF, own)
+    taken = _sriov_host.host_guids(host, _hostio.HostCommands(module, host), IB_PF, own)
     assert module.calls == [["-j", "link", "show"]], "one dump for every PF"
     assert taken[_guid.parse_guid(other)] == "VF 1 of ibp64s0"
     classes = dgx.root / "sys/class/infiniband"
@@ -332,18 +333,18 @@ def test_host_guids_sees_other_pfs_and_devices_never_this_pfs_own(monkeypatch, d
     assert all(taken.get(guid) == "%s (node GUID)" % name for name, guid in others.items() if guid), taken
     mine = [_guid.derive(PF_GUID, i) for i in range(2)] + [PF_GUID]
     assert not [guid for guid in mine if guid in taken], "this PF's own GUIDs are not taken"
-    assert _sriov_host.host_guids(host, _sriov_host.HostCommands(_Commands(), host), IB_PF) == taken, \
+    assert _sriov_host.host_guids(host, _hostio.HostCommands(_Commands(), host), IB_PF) == taken, \
         "without own_vfs the physfn links tell the same"
     missing = _Commands(without=("ip",))
     with pytest.raises(HostReadError, match="ip is not installed: the VF GUIDs of ibp64s0 cannot be read"):
-        _sriov_host.host_guids(host, _sriov_host.HostCommands(missing, host), IB_PF, own)
+        _sriov_host.host_guids(host, _hostio.HostCommands(missing, host), IB_PF, own)
     dgx.call({"cmd": "reset"})
-    assert _sriov_host.host_guids(host, _sriov_host.HostCommands(missing, host), IB_PF, []), \
+    assert _sriov_host.host_guids(host, _hostio.HostCommands(missing, host), IB_PF, []), \
         "no other PF has VFs: nothing needs ip"
 
 
 def test_observe_vf_path_is_the_resolved_virtfn_link(dgx):
-    host = _sriov_host.HostRoot(str(dgx.root))
+    host = _hostio.HostRoot(str(dgx.root))
     pf = _sriov_host.resolve_pf(host, {"netdev": "ibp24s0"})
     vfs = _sriov_host.observe(host, pf)["vfs"]
     assert [vf["path"] for vf in vfs] == [host.resolve("%s/virtfn%d" % (pf["path"], i)) for i in range(2)]
