@@ -14,6 +14,13 @@ from ansible.module_utils.common.validation import check_type_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, ParseError
 
 
+def check(check_id, status, subject=None, desired=None, live=None, *, persisted=None, remedy=None, detail=None):
+    """One check of a room's judgement, as the audit reports it (``_audit.audit_host`` adds its layer): the remedy
+    of a check that is ok is dropped, as a fix for nothing would read as a fault in the report."""
+    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
+            "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail}
+
+
 def desired_bool(desired, name, default=True):
     """A role's boolean variable as its module receives it: converted as the argument spec's ``type: bool`` converts
     (``-e rdma_sysctl_live=false`` is the string ``"false"``, which the module takes as False), so a judge plans what

@@ -21,7 +21,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry, omitted, role_params
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check as _check, _registry, omitted, role_params
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ctdh
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
@@ -46,11 +46,6 @@ def _limit(value):
     except RdmaNodeError:
         return value
     return "unlimited" if number == ctd.RLIM_INFINITY else number
-
-
-def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "persisted": persisted, "remedy": remedy, "detail": detail}
 
 
 def params_of(desired):

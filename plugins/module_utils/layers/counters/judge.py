@@ -21,6 +21,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check as _check
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import catalogue as cat
 
 REMEDY_RETRANSMISSION = (
@@ -62,11 +63,6 @@ def options(desired):
         else:
             problems.append("%s must map hw_counters (%s) to %s or null, got %r" % (var, ", ".join(cat.KNOWN), kind, value))
     return settings, problems
-
-
-def _check(check_id, status, subject=None, desired=None, live=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "remedy": remedy if status != "ok" else None, "detail": detail}
 
 
 def _remedy(names):
@@ -121,7 +117,7 @@ def _totals(port, subject, limits):
             over.append(name)
     desired = dict((name, "<= %d" % limit) for name, limit in sorted(wanted.items()))
     if over:
-        return _check("counters.totals", "fail", subject, desired, live, _remedy(over), "%s (since the RDMA device "
+        return _check("counters.totals", "fail", subject, desired, live, remedy=_remedy(over), detail="%s (since the RDMA device "
                       "registered: driver load or reset)" % "; ".join("%s %d > %d" % (n, live[n], wanted[n]) for n in over))
     if unreadable:
         return _check("counters.totals", "unknown", subject, desired, live,
@@ -152,7 +148,7 @@ def _rates(port, subject, limits, interval):
     if over:
         text = "; ".join("%s +%d in %g s (%s > %s)" % (name, found["deltas"][name], interval, _per_second(
             found["deltas"][name] / interval), _per_second(wanted[name])) for name in over)
-        return _check("counters.rates", "fail", subject, desired, live, _remedy(over), "; ".join([text] + notes))
+        return _check("counters.rates", "fail", subject, desired, live, remedy=_remedy(over), detail="; ".join([text] + notes))
     unread = [name for name in found["unread"] if name in wanted]
     if unread:
         return _check("counters.rates", "unknown", subject, desired, live,
@@ -164,7 +160,7 @@ def judge(section, desired):
     """The checks (``[{id, status, subject, desired, live, remedy, detail}]``) of the layer; ``desired`` None =
     facts-only (the default thresholds)."""
     settings, problems = options(desired)
-    checks = [_check("counters.options", "fail", None, None, None, REMEDY_OPTIONS, problem) for problem in problems]
+    checks = [_check("counters.options", "fail", None, None, None, remedy=REMEDY_OPTIONS, detail=problem) for problem in problems]
     if section is None:
         return checks + [_check("counters.facts", "unknown",
                                 detail="rdma_facts gave no layers.counters (an older collection)")]

@@ -21,6 +21,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import re
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check as _check
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import plan as _plan
 # the inventory checks of both rooms name hosts the same way (bounded: the detail is repeated on every host)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health.judge import host_list
@@ -30,11 +31,6 @@ REMEDY = "run the nic_firmware role"
 _CARD = re.compile(r"^(?:nics\[\d+\][.a-z_]*: )?([0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7](?: \([^)]*\))?)")
 REMEDY_RESET = ("reset the card's firmware: mlxfwreset (mstfwreset) -d %s --level 3 -y reset on a drained node (the "
                 "nic_firmware role does it with nic_firmware_reset: true), or power-cycle the node")
-
-
-def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail}
 
 
 def pending_checks(section):
@@ -49,9 +45,9 @@ def pending_checks(section):
         checks.append(_check(
             "firmware.pending", "drift" if pending else "ok", _plan.subject(card), "Current = Next Boot",
             dict((name, row[1]) for name, row in sorted(pending.items())) or None,
-            dict((name, row[2]) for name, row in sorted(pending.items())) or None,
-            REMEDY_RESET % card["device"],
-            "staged for the next firmware reset or cold boot: %s" % ", ".join(
+            persisted=dict((name, row[2]) for name, row in sorted(pending.items())) or None,
+            remedy=REMEDY_RESET % card["device"],
+            detail="staged for the next firmware reset or cold boot: %s" % ", ".join(
                 "%s %s -> %s" % (name, row[1], row[2]) for name, row in sorted(pending.items())) if pending else None))
     return checks
 
@@ -80,8 +76,8 @@ def judge(section, desired):
             checks.append(_check(
                 "firmware.params", "drift" if steps else "ok", card["subject"], wanted,
                 dict((name, row["current"]) for name, row in card["params"].items()),
-                dict((name, row["next"]) for name, row in card["params"].items()), REMEDY,
-                "planned: %s" % steps if steps else None))
+                persisted=dict((name, row["next"]) for name, row in card["params"].items()), remedy=REMEDY,
+                detail="planned: %s" % steps if steps else None))
         for problem in planned["problems"]:
             card = _CARD.match(problem)
             if "not installed" in problem:
@@ -129,9 +125,9 @@ def inventory_judge(hosts):
                 out[name].append(_check("firmware.inventory", "ok", model, dict(common)))
                 continue
             out[name].append(_check(
-                "firmware.inventory", "drift", model, dict(common), odd, None,
-                "give every %s the same nic_firmware_nics settings (the inventory's most common ones are the desired "
+                "firmware.inventory", "drift", model, dict(common), odd, persisted=None,
+                remedy="give every %s the same nic_firmware_nics settings (the inventory's most common ones are the desired "
                 "column) and run the nic_firmware role" % model,
-                "%s runs %d configurations across the inventory; hosts with the most common one: %s"
+                detail="%s runs %d configurations across the inventory; hosts with the most common one: %s"
                 % (model, len(configs), common_hosts[model])))
     return out

@@ -24,6 +24,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import re
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as topo
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check as _check
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health.observe import COUNTERS
 
 #: ACS Control bits (include/uapi/linux/pci_regs.h): PCI_ACS_SV, _TB, _RR, _CR, _UF, _EC, _DT
@@ -120,11 +121,6 @@ def options(desired):
     return {"thresholds": thresholds, "rates": rates, "counts": counts}, problems
 
 
-def _check(check_id, status, subject=None, desired=None, live=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "remedy": remedy if status != "ok" else None, "detail": detail}
-
-
 def _link_text(item):
     return "%s x%s" % (item.get("current_link_speed"), item.get("current_link_width"))
 
@@ -209,8 +205,8 @@ def _pcie_links(section):
             if name == "GPU" and own_speed_only:
                 detail += ("; GPUs with PCIe power management lower their link speed when idle: check again under "
                            "load (nvidia-smi -q, PCIe Generation Current)")
-            checks.append(_check("health.pcie_link", "fail", subject, "trained at its capability", live, REMEDY_LINK,
-                                 detail + ("; " + "; ".join(unknown) if unknown else "")))
+            checks.append(_check("health.pcie_link", "fail", subject, "trained at its capability", live, remedy=REMEDY_LINK,
+                                 detail=detail + ("; " + "; ".join(unknown) if unknown else "")))
         elif unknown:
             checks.append(_check("health.pcie_link", "unknown", subject, "trained at its capability", live,
                                  detail="; ".join(unknown)))
@@ -248,8 +244,8 @@ def _acs(section):
         live = {"control": "0x%04x" % control, "enabled": acs_names(control)}
         if control & REDIRECT:
             checks.append(_check(
-                "health.acs", "fail", bridge, desired, live, REMEDY_ACS % bridge,
-                "%s on, on the path of %s: peer-to-peer traffic goes up to the root complex, GPUDirect RDMA slows "
+                "health.acs", "fail", bridge, desired, live, remedy=REMEDY_ACS % bridge,
+                detail="%s on, on the path of %s: peer-to-peer traffic goes up to the root complex, GPUDirect RDMA slows "
                 "down or hangs" % ("/".join(n for n in acs_names(control) if n in ("RR", "CR")), pairs)))
         else:
             checks.append(_check("health.acs", "ok", bridge, desired, live))
@@ -281,11 +277,11 @@ def _port(port, subject, rates):
     if phys != "LinkUp":
         why = {"Polling": "no link partner (cable, transceiver or the switch port is down)",
                "Disabled": "the port is disabled (firmware, or by the subnet manager or the switch)"}
-        return _check("health.port", "fail", subject, desired, live, REMEDY_PORT,
-                      "phys_state %s: %s" % (phys, why.get(phys, "the physical link is not up")))
+        return _check("health.port", "fail", subject, desired, live, remedy=REMEDY_PORT,
+                      detail="phys_state %s: %s" % (phys, why.get(phys, "the physical link is not up")))
     if state != "ACTIVE":
-        return _check("health.port", "fail", subject, desired, live, REMEDY_PORT,
-                      "the physical link is up but the port is %s%s" % (
+        return _check("health.port", "fail", subject, desired, live, remedy=REMEDY_PORT,
+                      detail="the physical link is up but the port is %s%s" % (
                           state, " (no subnet manager has activated it)" if layer == "InfiniBand" and state == "INIT"
                           else ""))
     if want:
@@ -294,8 +290,8 @@ def _port(port, subject, rates):
             return _check("health.port", "unknown", subject, desired, live, detail="rate %r is not a kernel rate"
                           % (port.get("rate"),))
         if rate < want:
-            return _check("health.port", "fail", subject, desired, live, REMEDY_PORT,
-                          "rate %g Gb/s is below rdma_audit_port_rate[%s] = %g Gb/s" % (rate, layer, want))
+            return _check("health.port", "fail", subject, desired, live, remedy=REMEDY_PORT,
+                          detail="rate %g Gb/s is below rdma_audit_port_rate[%s] = %g Gb/s" % (rate, layer, want))
     return _check("health.port", "ok", subject, desired, live)
 
 
@@ -316,8 +312,8 @@ def _counters(port, subject, thresholds):
             over.append("%s %d > %d%s" % (name, value, wanted[name], saturated))
     desired = dict((name, "<= %d" % limit) for name, limit in sorted(wanted.items()))
     if over:
-        return _check("health.counters", "fail", subject, desired, live, REMEDY_COUNTERS,
-                      "; ".join(over) + " (cumulative since the counters were last cleared)")
+        return _check("health.counters", "fail", subject, desired, live, remedy=REMEDY_COUNTERS,
+                      detail="; ".join(over) + " (cumulative since the counters were last cleared)")
     if unreadable:
         return _check("health.counters", "unknown", subject, desired, live,
                       detail="not readable as a number: %s%s" % (", ".join(unreadable), (
@@ -334,8 +330,8 @@ def _counts(section, settings):
         check_id, live, what = found[var]
         status = "ok" if live == want else "fail"
         checks.append(_check(check_id, status, None, want, live,
-                             "find the missing device (lspci, dmesg: a card that fell off the bus or failed to probe), "
-                             "or correct %s" % var, None if status == "ok" else "%d %s, %s expects %d" % (
+                             remedy="find the missing device (lspci, dmesg: a card that fell off the bus or failed to probe), "
+                             "or correct %s" % var, detail=None if status == "ok" else "%d %s, %s expects %d" % (
                                  live, what, var, want)))
     return checks
 
@@ -344,7 +340,7 @@ def judge(section, desired):
     """The checks (``[{id, status, subject, desired, live, remedy, detail}]``) of the layer; ``desired`` None =
     facts-only (the health rules still apply, with the default thresholds)."""
     settings, problems = options(desired)
-    checks = [_check("health.options", "fail", None, None, None, REMEDY_OPTIONS, problem) for problem in problems]
+    checks = [_check("health.options", "fail", None, None, None, remedy=REMEDY_OPTIONS, detail=problem) for problem in problems]
     if section is None:
         return checks + [_check("health.facts", "unknown", detail="rdma_facts gave no layers.health (an older collection)")]
     return checks + _pcie_links(section) + _acs(section) + _ports(section, settings) + _counts(section, settings)
@@ -400,7 +396,7 @@ def inventory_judge(hosts):
             common = max(sorted(seen), key=lambda version: len(seen[version]))
             spread = spreads[model]
             out[name].append(_check("health.firmware", "fail", model, common, live,
-                                    "update the firmware of every %s to one version (mlxfwmanager, or the "
+                                    remedy="update the firmware of every %s to one version (mlxfwmanager, or the "
                                     "vendor's firmware bundle)" % model,
-                                    "%s runs %d firmware versions across the inventory: %s" % (model, len(seen), spread)))
+                                    detail="%s runs %d firmware versions across the inventory: %s" % (model, len(seen), spread)))
     return out

@@ -22,6 +22,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import (
+    check as _check,
     FactFiles, MissingFacts, desired_bool, role_params,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
@@ -36,11 +37,6 @@ ROLE_DEFAULTS = {
     "rdma_kernel_bootloader": "auto",
     "rdma_kernel_dropin": _observe.DEFAULT_DROPIN,
 }
-
-
-def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "persisted": persisted, "remedy": remedy, "detail": detail}
 
 
 def section_of(facts):

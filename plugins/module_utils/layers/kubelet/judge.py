@@ -23,6 +23,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as _topo
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import (
+    check as _check,
     FactFiles, MissingFacts, desired_bool, omitted, role_params,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _observe
@@ -46,11 +47,6 @@ ROLE_DEFAULTS = {
     "kubelet_topology_mode": "auto",
     "kubelet_topology_on_conflict": "fail",
 }
-
-
-def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "persisted": persisted, "remedy": remedy, "detail": detail}
 
 
 def section_of(facts):

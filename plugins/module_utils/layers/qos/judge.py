@@ -14,6 +14,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check as _check
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.qos import plan as _plan
 
 REMEDY = "run the roce_qos role"
@@ -21,11 +22,6 @@ REMEDY = "run the roce_qos role"
 SETTINGS = (("qos.trust", "set_trust", "trust"), ("qos.dscp2prio", "set_dscp2prio", "dscp2prio"),
             ("qos.pfc", "set_pfc", "pfc"), ("qos.ecn", "set_ecn", "ecn"), ("qos.cnp", "set_cnp", "cnp"),
             ("qos.roce_tos", "set_roce_tos", "roce_tos"), ("qos.traffic_class", "set_traffic_class", "traffic_class"))
-
-
-def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail}
 
 
 def _wanted(check_id, desired, item):
@@ -73,13 +69,13 @@ def judge(section, variables):
                 continue
             steps = [s for s in planned["actions"] if s["action"] == action and s["target"] == ifname]
             checks.append(_check(check_id, "drift" if steps else "ok", subject, _wanted(check_id, desired, item),
-                                 item.get(field), None, REMEDY, "planned: %s" % steps if steps else None))
+                                 item.get(field), persisted=None, remedy=REMEDY, detail="planned: %s" % steps if steps else None))
     files = [s for s in planned["actions"] if s["action"] in ("write_script", "write_unit")]
     if desired.get("boot_unit", True) and planned["script"] is not None:
         unit = section.get("unit") or {}
         checks.append(_check("qos.boot_unit", "drift" if files else "ok", unit.get("path"), "installed, current",
-                             None, "present" if unit.get("exists") else "absent", REMEDY,
-                             "planned: %s" % files if files else None))
+                             None, persisted="present" if unit.get("exists") else "absent", remedy=REMEDY,
+                             detail="planned: %s" % files if files else None))
     return checks
 
 
@@ -124,8 +120,8 @@ def inventory_judge(hosts):
             out[name].append(_check("qos.inventory", "ok", "RoCE fabric", _describe(common)))
             continue
         out[name].append(_check(
-            "qos.inventory", "drift", "RoCE fabric", _describe(common), odd, None,
-            "give every host the same roce_qos_priority and roce_qos_dscp and run the roce_qos role",
-            "the inventory's RoCE ports run %d different settings; %d port(s) have the most common one"
+            "qos.inventory", "drift", "RoCE fabric", _describe(common), odd, persisted=None,
+            remedy="give every host the same roce_qos_priority and roce_qos_dscp and run the roce_qos role",
+            detail="the inventory's RoCE ports run %d different settings; %d port(s) have the most common one"
             % (len(counts), counts[common])))
     return out
