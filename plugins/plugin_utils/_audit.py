@@ -22,7 +22,7 @@ import gc
 from collections import Counter
 from functools import wraps
 
-from ansible.module_utils.common.validation import check_type_bool, check_type_int
+from ansible.module_utils.common.validation import check_type_bool
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
@@ -37,7 +37,6 @@ _RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
 LAYERS = (_layers.FACTS_LAYER,) + _layers.names()
 # PCIe distance classes of nvidia-smi topo, best first
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
-ZERO_GUID = "0000:0000:0000:0000"
 RDMA_USER_MODULES = ("ib_uverbs", "rdma_ucm")
 # the file the nvidia_peermem module owns by default (the role's default; the audit reads the role variable)
 PEERMEM_DROPIN = "/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf"
@@ -112,13 +111,6 @@ class _Checks(object):
             "id": check_id, "layer": layer, "subject": subject, "status": status, "desired": desired,
             "live": live, "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail,
         })
-
-
-def _tri(desired, live, persisted, unknown_live=False):
-    """Status of a desired/live/persisted triple where both must equal desired."""
-    if unknown_live:
-        return "unknown"
-    return "ok" if live == desired and persisted == desired else "drift"
 
 
 # -- drivers and GPUDirect ------------------------------------------------------------------------------------------
@@ -225,170 +217,6 @@ def _peermem_overrides(checks, facts, desired, gpudirect):
                    detail=_gpudirect.describe_peermem_override(item, PEERMEM_DROPIN))
 
 
-# -- SR-IOV VFs and GUIDs ---------------------------------------------------------------------------------------------
-def _find_pf(devices, spec):
-    for device in devices:
-        if device.get("is_vf"):
-            continue
-        if spec.get("pci_address") and device.get("pci_address") == spec["pci_address"]:
-            return device
-        if spec.get("rdma_device") and device.get("name") == spec["rdma_device"]:
-            return device
-        if spec.get("netdev") and spec["netdev"] in (device.get("netdevs") or []):
-            return device
-    return None
-
-
-def _pf_label(spec):
-    return spec.get("netdev") or spec.get("rdma_device") or spec.get("pci_address")
-
-
-def _link_layers(device):
-    return set(p.get("link_layer") for p in device.get("ports") or [])
-
-
-def vf_guids(facts):
-    """``[(guid, where)]`` of every non-zero VF node/port GUID of a host, for the inventory uniqueness check."""
-    out = []
-    for device in facts.get("devices") or []:
-        for vf in device.get("vfs") or []:
-            for kind in ("node_guid", "port_guid"):
-                guid = vf.get(kind)
-                if guid and guid != ZERO_GUID:
-                    out.append((guid, "%s VF %s %s" % (device.get("name"), vf.get("index"), kind)))
-    return out
-
-
-#: per-VF attributes sriov_vfs sets (``vf_defaults`` / ``vfs`` of an ``sriov_pfs`` entry) and rdma_facts reads back
-VF_ATTR_KEYS = ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")
-
-
-def _vf_attr(key, value):
-    """A VF attribute as sriov_vfs sees it after its argument spec's conversion (``trust: "yes"`` is True,
-    ``vlan: "100"`` is 100); a value the module would refuse is kept as given (and differs)."""
-    try:  # the converters of the module's argument spec (type bool / type int)
-        if key in ("trust", "spoofchk"):
-            return check_type_bool(value)
-        if key in ("vlan", "qos"):
-            return check_type_int(value)
-    except TypeError:
-        return value
-    return value.lower() if key in ("link_state", "mac") and isinstance(value, str) else value
-
-
-def desired_vf_attrs(spec, count):
-    """``{index: {attr: value}}`` a ``sriov_pfs`` entry asks for: ``vf_defaults`` overlaid with the ``vfs`` entry of
-    each index, as sriov_vfs applies them (only the attributes that are set; VFs asking for none are left out)."""
-    base = dict((k, _vf_attr(k, v)) for k, v in (spec.get("vf_defaults") or {}).items()
-                if k in VF_ATTR_KEYS and v is not None)
-    out = dict((index, dict(base)) for index in range(count or 0))
-    for entry in spec.get("vfs") or []:
-        index = entry.get("index") if isinstance(entry, dict) else None
-        if index in out:
-            out[index].update((k, _vf_attr(k, v)) for k, v in entry.items() if k in VF_ATTR_KEYS and v is not None)
-    return dict((index, attrs) for index, attrs in out.items() if attrs)
-
-
-def _vf_attrs(checks, pf, spec, label):
-    """``sriov.vf_attrs``: the VF admin attributes rdma_facts read (``ip link show <pf>``) against the desired ones."""
-    wanted = desired_vf_attrs(spec, spec.get("num_vfs"))
-    if not wanted:
-        return
-    vfs = dict((vf.get("index"), vf) for vf in pf.get("vfs") or [])
-    differ, unknown, missing = {}, [], []
-    live = {}
-    for index, attrs in sorted(wanted.items()):
-        vf = vfs.get(index)
-        if vf is None:
-            missing.append(index)
-            continue
-        live[str(index)] = dict((key, vf.get(key)) for key in attrs)
-        for key, value in sorted(attrs.items()):
-            have = vf.get(key)
-            if have is None:
-                unknown.append("VF %d %s" % (index, key))
-            elif (have.lower() if key == "mac" else have) != (value.lower() if key == "mac" else value):
-                differ.setdefault(str(index), []).append(key)
-    desired = dict((str(index), attrs) for index, attrs in sorted(wanted.items()))
-    if differ or missing:
-        detail = "; ".join(["VF %s: %s differ" % (index, ", ".join(keys)) for index, keys in sorted(differ.items())]
-                           + (["VF %s absent" % ", ".join(str(i) for i in missing)] if missing else []))
-        checks.add("sriov.vf_attrs", "drift", subject=label, desired=desired, live=live,
-                   remedy="run the sriov role (sriov_vfs sets VF trust, spoofchk, link state, VLAN/QoS, MAC)",
-                   detail=detail)
-    elif unknown:
-        checks.add("sriov.vf_attrs", "unknown", subject=label, desired=desired, live=live,
-                   detail="not read (ip link show of the PF failed or the driver does not report them): %s"
-                   % ", ".join(unknown))
-    else:
-        checks.add("sriov.vf_attrs", "ok", subject=label, desired=desired, live=live)
-
-
-def _sriov(checks, facts, desired):
-    devices = facts.get("devices") or []
-    state = (facts.get("persisted") or {}).get("sriov")
-    for spec in (desired or {}).get("sriov_pfs") or []:
-        label = _pf_label(spec)
-        pf = _find_pf(devices, spec)
-        want = spec.get("num_vfs")
-        persisted = None
-        for entry in (state or {}).get("pfs") or []:
-            if any(entry.get(k) and entry.get(k) == spec.get(k) for k in ("netdev", "rdma_device", "pci_address")):
-                persisted = entry.get("num_vfs")
-        if pf is None:
-            checks.add("sriov.num_vfs", "fail", subject=label, desired=want, persisted=persisted,
-                       remedy="check sriov_pfs: no such physical function on this node")
-            continue
-        sriov = pf.get("sriov") or {}
-        live = sriov.get("numvfs")
-        if live is None:
-            checks.add("sriov.num_vfs", "unknown", subject=label, desired=want, persisted=persisted,
-                       detail="sriov_numvfs could not be read")
-            continue
-        status = _tri(want, live, persisted)
-        remedy = None
-        if live != want:
-            remedy = "run the sriov role" + (" with sriov_allow_vf_reset=true (VFs in use are destroyed)"
-                                             if live and want else "")
-        elif persisted != want:
-            remedy = "run the sriov role (the boot unit's state file does not recreate these VFs)"
-        checks.add("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
-                   remedy=remedy)
-        _vf_attrs(checks, pf, spec, label)
-    seen = {}
-    for device in devices:
-        if device.get("is_vf") or not device.get("vfs"):
-            continue
-        if "InfiniBand" not in _link_layers(device):
-            continue
-        zero, unbound, dup = [], [], []
-        for vf in device["vfs"]:
-            guids = [vf.get("node_guid"), vf.get("port_guid")]
-            if any(g is None for g in guids):
-                unbound.append(vf.get("index"))
-            if ZERO_GUID in guids:
-                zero.append(vf.get("index"))
-            for guid in guids:
-                if guid and guid != ZERO_GUID:
-                    if guid in seen and seen[guid] != (device["name"], vf.get("index")):
-                        dup.append(guid)
-                    seen.setdefault(guid, (device["name"], vf.get("index")))
-        if dup:
-            checks.add("sriov.vf_guids", "fail", subject=device["name"], desired="unique", live=sorted(set(dup)),
-                       remedy="run the sriov role (ib_vf_guids assigns unique GUIDs)",
-                       detail="the same GUID on two VFs: the subnet manager gives only one of them a LID")
-        elif zero:
-            checks.add("sriov.vf_guids", "drift", subject=device["name"], desired="non-zero", live={"zero": zero},
-                       remedy="run the sriov role (ib_vf_guids)",
-                       detail="VFs with an all-zero GUID get no LID: their pods' ports stay DOWN")
-        elif unbound:
-            checks.add("sriov.vf_guids", "unknown", subject=device["name"], desired="non-zero",
-                       live={"unbound": unbound}, detail="VFs not bound to mlx5_core: their GUIDs cannot be read")
-        else:
-            checks.add("sriov.vf_guids", "ok", subject=device["name"], desired="non-zero, unique",
-                       live={"vfs": len(device["vfs"])})
-
-
 # -- topology, MTU, cgroup ------------------------------------------------------------------------------------------
 def _closest_first(item):
     """Sort key of ``(nic, class)`` pairs: the best PCIe class first (unknown classes last), then the NIC name."""
@@ -433,6 +261,10 @@ def _topology(checks, facts, desired):
                 checks.add("topology.numa", "ok" if gpu_numa == nic_numa else "fail", subject=gpu["pci_address"],
                            desired="same NUMA node", live={"gpu": gpu_numa, nic: nic_numa},
                            remedy="use a NIC on NUMA node %s for this GPU" % gpu_numa)
+
+
+def _link_layers(device):
+    return set(p.get("link_layer") for p in device.get("ports") or [])
 
 
 def _mtu_groups(facts):
@@ -487,7 +319,7 @@ def _topology_layer(checks, facts, desired):
 
 # the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
-    "drivers": _drivers, "sriov": _sriov,
+    "drivers": _drivers,
     "topology": _topology_layer,
 }
 
@@ -552,9 +384,7 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
             _JUDGES[layer.name](checks, facts, desired)
             continue
         # a room: its own judgement of its own facts (the module's planner run on them)
-        section = (facts.get("layers") or {}).get(layer.name)
-        if section is None and layer.legacy_ref is not None:
-            section = layer.legacy_section(facts)  # facts without the room's section: from their other keys
+        section = _section(layer, facts)  # facts without the room's section: from their other keys
         if section is None:
             continue  # facts of an older collection version, or its observer failed (a facts.read problem)
         for check in layer.judge(section, desired):
@@ -564,23 +394,8 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
 
 
 def _inventory_checks(hosts):
-    """Checks that need every host: VF GUIDs unique across the inventory, one RDMA MTU per link layer."""
-    owners = {}
-    for name, host in hosts.items():
-        for guid, where in vf_guids(host["facts"] or {}):
-            owners.setdefault(guid, []).append((name, where))
-    for name, host in hosts.items():
-        if host["facts"] is None or "sriov" not in host["layers"]:
-            continue
-        clashes = sorted(set(guid for guid, where in vf_guids(host["facts"])
-                             if len(set(o[0] for o in owners[guid])) > 1))
-        if clashes:
-            others = sorted(set(o[0] for g in clashes for o in owners[g] if o[0] != name))
-            host["checks"].append(_inventory_check("sriov.guid_inventory", "fail", "unique in the inventory",
-                                                   {"duplicates": clashes, "also_on": others},
-                                                   "run the sriov role on all hosts together (sriov_guid_inventory_check)"))
-        elif any(c["id"] == "sriov.vf_guids" for c in host["checks"]):
-            host["checks"].append(_inventory_check("sriov.guid_inventory", "ok", "unique in the inventory", None, None))
+    """Checks that need every host: one RDMA MTU per link layer; then the rooms' (VF GUIDs unique across the
+    inventory: the sriov room's)."""
     by_layer = {}
     for name, host in hosts.items():
         if host["facts"] is None:
@@ -604,12 +419,20 @@ def _inventory_checks(hosts):
     _room_inventory_checks(hosts)
 
 
+def _section(layer, facts):
+    """A room's section of one host's facts: ``layers.<name>``, else (facts without it) from their older keys."""
+    section = (facts.get("layers") or {}).get(layer.name)
+    if section is None and layer.legacy_ref is not None:
+        section = layer.legacy_section(facts)
+    return section
+
+
 def _room_inventory_checks(hosts):
     """Each room's judgement across the inventory (``inventory_judge``: the health layer's firmware consistency)."""
     for layer in _layers.LAYERS:
         if layer.inventory_judge is None:
             continue
-        sections = dict((name, (host["facts"].get("layers") or {}).get(layer.name))
+        sections = dict((name, _section(layer, host["facts"]))
                         for name, host in hosts.items() if host["facts"] is not None and layer.name in host["layers"])
         for name, found in sorted(layer.inventory_judge(sections).items()):
             for check in found:

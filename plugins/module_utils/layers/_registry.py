@@ -35,6 +35,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet impor
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import observe as _netns_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.qos import observe as _qos_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import observe as _sriov_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import observe as _sysctl_observe
 
 _ROOMS = "ansible_collections.rdma.k8s_node.plugins.module_utils.layers."
@@ -114,8 +115,11 @@ LAYERS = (
            "irq_affinity_boot_unit", "irq_affinity_boot_wait", "irq_affinity_irqbalance"),
           (), ("layers",), "docs/irq.md", observe=_irq_observe.facts, judge_ref="irq.judge:judge"),
     Layer("sriov", "SR-IOV VFs and InfiniBand VF GUIDs", ("sriov",),
-          ("sriov_pfs",),
-          (), ("devices", "persisted"), "docs/sriov.md"),
+          ("sriov_pfs", "sriov_allow_vf_reset", "sriov_firmware_check", "sriov_timeout", "sriov_guid_prefix",
+           "sriov_guid_pool_file", "sriov_export_operator_pool"),
+          (), ("layers", "devices", "persisted"), "docs/sriov.md", observe=_sriov_observe.facts,
+          judge_ref="sriov.judge:judge", inventory_judge_ref="sriov.judge:inventory_judge", runs_tools=True,
+          legacy_ref="sriov.judge:section_of"),
     Layer("qos", "Lossless RoCE QoS of the RoCE netdevs (trust DSCP, PFC, ECN, RoCE ToS)", ("roce_qos",),
           ("roce_qos_manage", "roce_qos_priority", "roce_qos_dscp", "roce_qos_cnp_dscp", "roce_qos_cnp_priority",
            "roce_qos_ecn", "roce_qos_tool", "roce_qos_interfaces", "roce_qos_boot_unit"),

@@ -15,5 +15,6 @@
 * :mod:`.apply`   -- exactly the planned actions, verified, the PF restored on a failure; ``run_sriov_vfs`` /
   ``run_ib_vf_guids``, shared by the modules and the role's boot-time applier (which bundles these files, not this
   package's ``__init__``).
-(the audit's ``_audit._sriov`` judges the layer.)
+* :mod:`.judge`   -- the audit: the planners on rdma_facts' ``layers.sriov`` (``sriov.config``), ``sriov.num_vfs``,
+  ``vf_attrs``, ``vf_guids`` and, across the inventory, ``sriov.guid_inventory`` (controller-side; not bundled).
 """

@@ -46,6 +46,12 @@ def describe_oserror(exc):
 
 
 # -- the PF -----------------------------------------------------------------------------------------------------------
+def pci_address_of(value):
+    """The PCI address the option ``pci_address`` names (``18:00.0`` is ``0000:18:00.0``), None when it is none."""
+    text = (value or "").strip().lower() if isinstance(value, str) else ""
+    return normalize_bdf("0000:" + text if re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", text) else text)
+
+
 def resolve_pf(host, params):
     """The PF the options name (netdev, rdma_device or pci_address): ``{bdf, path, netdev, rdma, link_layer}``.
     InputError, naming the option, for an unknown device or a VF."""
@@ -63,8 +69,7 @@ def resolve_pf(host, params):
             break
     else:
         option, value = "pci_address", params.get("pci_address")
-        text = (value or "").strip().lower()
-        bdf = normalize_bdf("0000:" + text if re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", text) else text)
+        bdf = pci_address_of(value)
         if bdf is None:
             raise InputError("pci_address %r is not a PCI address such as 0000:18:00.0" % (value,))
         path = host.resolve("%s/%s" % (SYS_PCI, bdf))
@@ -176,9 +181,7 @@ def firmware_query(module, commands, bdf, num_vfs, mode, totalvfs=None):
     ``auto`` does not ask the firmware when the kernel already shows enough VFs: ``sriov_totalvfs`` is the SR-IOV
     capability the firmware's Current ``SRIOV_EN``/``NUM_OF_VFS`` expose, so ``totalvfs >= num_vfs`` is the verdict
     the query would give (and a query costs about a second a device on real hardware, on every run)."""
-    if mode == "never" or num_vfs == 0:
-        return None
-    if mode == "auto" and totalvfs is not None and totalvfs >= num_vfs:
+    if not _sriov.firmware_query_needed(num_vfs, mode, totalvfs):
         return None
     tool = next((name for name in ("mstconfig", "mlxconfig") if module.get_bin_path(name)), None)
     if tool is None:

@@ -172,6 +172,15 @@ def _fw_int(value):
     return int(match.group(1)) if match else None
 
 
+def firmware_query_needed(num_vfs, mode, totalvfs):
+    """Whether sriov_vfs asks the firmware (mstconfig/mlxconfig) for ``num_vfs`` VFs with ``firmware_check`` =
+    ``mode``: never with ``never`` or for 0 VFs; with ``auto`` only when the kernel shows fewer VFs than wanted
+    (``sriov_totalvfs`` is the capability the firmware's Current ``SRIOV_EN``/``NUM_OF_VFS`` expose)."""
+    if mode == "never" or num_vfs == 0:
+        return False
+    return not (mode == "auto" and totalvfs is not None and totalvfs >= num_vfs)
+
+
 def firmware_verdict(params, num_vfs):
     """None when the firmware's Current values allow ``num_vfs``; else ``(message, staged)`` where ``staged`` says the
     Next (after reboot) values would allow it."""

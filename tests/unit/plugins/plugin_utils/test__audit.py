@@ -10,11 +10,12 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import dr
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import judge as _sriov_judge
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 
 hwsim = pytest.importorskip("hwsim")
 
-ZERO = _audit.ZERO_GUID
+ZERO = _sriov_judge.ZERO_GUID
 HOST_SYSCTL = {"arp_ignore": 1, "arp_announce": 2, "rp_filter": 2}
 IF_SYSCTL = {"arp_ignore": 2, "arp_announce": 2, "rp_filter": 2}
 
@@ -459,19 +460,19 @@ def _with_vf_admin(facts, pf_name, admin):
 def test_desired_vf_attrs_overlay_defaults_with_per_vf_entries():
     spec = {"num_vfs": 3, "vf_defaults": {"trust": True, "vlan": None},
             "vfs": [{"index": 1, "vlan": 100, "qos": 3}, {"index": 7, "trust": False}]}
-    assert _audit.desired_vf_attrs(spec, 3) == {0: {"trust": True}, 1: {"trust": True, "vlan": 100, "qos": 3},
+    assert _sriov_judge.desired_vf_attrs(spec, 3) == {0: {"trust": True}, 1: {"trust": True, "vlan": 100, "qos": 3},
                                                 2: {"trust": True}}
-    assert _audit.desired_vf_attrs({"num_vfs": 2}, 2) == {}
+    assert _sriov_judge.desired_vf_attrs({"num_vfs": 2}, 2) == {}
 
 
 def test_desired_vf_attrs_are_converted_as_sriov_vfs_converts_them():
     spec = {"vf_defaults": {"trust": "yes", "spoofchk": "off", "link_state": "Auto"},
             "vfs": [{"index": 0, "vlan": "100", "qos": 3, "mac": "0A:00:00:00:00:01"}]}
-    assert _audit.desired_vf_attrs(spec, 2) == {
+    assert _sriov_judge.desired_vf_attrs(spec, 2) == {
         0: {"trust": True, "spoofchk": False, "link_state": "auto", "vlan": 100, "qos": 3, "mac": "0a:00:00:00:00:01"},
         1: {"trust": True, "spoofchk": False, "link_state": "auto"}}
     # a value sriov_vfs would refuse stays as given, so it can never look converged
-    assert _audit.desired_vf_attrs({"vf_defaults": {"vlan": "ten"}}, 1) == {0: {"vlan": "ten"}}
+    assert _sriov_judge.desired_vf_attrs({"vf_defaults": {"vlan": "ten"}}, 1) == {0: {"vlan": "ten"}}
 
 
 def test_sriov_vf_attrs_ok_drift_absent_and_unknown(rendered):
