@@ -522,6 +522,18 @@ ansible_facts:
               without a readable configuration, C(error) when a piece could not be read - and C(numa) (the NUMA
               nodes of the GPUs and RDMA NICs, and the online ones, for C(kubelet.whole_node)). The audit runs
               kubelet_topology's planner on them. See docs/kubelet.md.
+            - C(sriov) - C(pfs) (every physical function behind a netdev or RDMA device - C(name) (its RDMA device),
+              C(pci_address), C(netdevs), C(rdma_devices), C(link_layer), C(eswitch_mode), C(numvfs) (V(null) without
+              SR-IOV), C(totalvfs) and C(vfs) as in RV(ansible_facts.rdma.devices) - C(index), C(pci_address),
+              C(driver), C(name), C(node_guid), C(port_guid) and the admin attributes C(link_state), C(trust),
+              C(spoofchk), C(vlan), C(qos), C(mac)), C(persisted) (the sriov boot unit's state file, as
+              C(persisted.sriov)), C(observed), what the planners of sriov_vfs and ib_vf_guids read - C(pfs) (per PCI
+              address the PF, its eswitch mode, C(state) (VF count, total and VFs), C(in_use), C(admin) (or
+              C(admin_error)) and, for an InfiniBand PF, C(guids) (the PF's GUID, how GUIDs are set, the admin GUIDs,
+              the GUIDs taken elsewhere, the driver, the other InfiniBand PFs; or C(error)); or C(error)), C(operator)
+              (sriov-network-operator's traces), C(links) and C(pool_file) (its default path, state and text), the
+              last three only with an InfiniBand PF; no firmware query; V(null) when rdma_facts ran without node
+              tools - and C(problems). The audit runs both planners on them (C(sriov.config)). See docs/sriov.md.
           returned: always
           type: dict
           sample: {"pcie": {"devices": {"0000:18:00.0": {"rdma_devices": ["mlx5_0"], "max_read_request": 512,

@@ -27,7 +27,7 @@ from ansible.module_utils.common.validation import check_type_bool, check_type_i
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import InputError, RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import MissingFacts, role_params
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import MissingFacts, check, role_params
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _host
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import plan as _plan
@@ -46,11 +46,6 @@ ROLE_DEFAULTS = {
     "sriov_guid_pool_file": _observe.POOL_FILE,
     "sriov_export_operator_pool": "auto",
 }
-
-
-def _check(check_id, status, subject=None, desired=None, live=None, persisted=None, remedy=None, detail=None):
-    return {"id": check_id, "status": status, "subject": subject, "desired": desired, "live": live,
-            "persisted": persisted, "remedy": remedy, "detail": detail}
 
 
 def _link_layer(device):
@@ -140,14 +135,14 @@ def _vf_attrs(pf, spec, label):
     if differ or missing:
         detail = "; ".join(["VF %s: %s differ" % (index, ", ".join(keys)) for index, keys in sorted(differ.items())]
                            + (["VF %s absent" % ", ".join(str(i) for i in missing)] if missing else []))
-        return [_check("sriov.vf_attrs", "drift", subject=label, desired=desired, live=live,
+        return [check("sriov.vf_attrs", "drift", subject=label, desired=desired, live=live,
                        remedy="run the sriov role (sriov_vfs sets VF trust, spoofchk, link state, VLAN/QoS, MAC)",
                        detail=detail)]
     if unknown:
-        return [_check("sriov.vf_attrs", "unknown", subject=label, desired=desired, live=live,
+        return [check("sriov.vf_attrs", "unknown", subject=label, desired=desired, live=live,
                        detail="not read (ip link show of the PF failed or the driver does not report them): %s"
                        % ", ".join(unknown))]
-    return [_check("sriov.vf_attrs", "ok", subject=label, desired=desired, live=live)]
+    return [check("sriov.vf_attrs", "ok", subject=label, desired=desired, live=live)]
 
 
 def pf_checks(section, desired):
@@ -166,12 +161,12 @@ def pf_checks(section, desired):
             if any(entry.get(k) and entry.get(k) == spec.get(k) for k in ("netdev", "rdma_device", "pci_address")):
                 persisted = entry.get("num_vfs")
         if pf is None:
-            checks.append(_check("sriov.num_vfs", "fail", subject=label, desired=want, persisted=persisted,
+            checks.append(check("sriov.num_vfs", "fail", subject=label, desired=want, persisted=persisted,
                                  remedy="check sriov_pfs: no such physical function on this node"))
             continue
         live = pf.get("numvfs")
         if live is None:
-            checks.append(_check("sriov.num_vfs", "unknown", subject=label, desired=want, persisted=persisted,
+            checks.append(check("sriov.num_vfs", "unknown", subject=label, desired=want, persisted=persisted,
                                  detail="sriov_numvfs could not be read"))
             continue
         remedy = None
@@ -181,7 +176,7 @@ def pf_checks(section, desired):
         elif persisted != want:
             remedy = "run the sriov role (the boot unit's state file does not recreate these VFs)"
         status = "ok" if live == want and persisted == want else "drift"
-        checks.append(_check("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
+        checks.append(check("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
                              remedy=remedy if status != "ok" else None))
         checks.extend(_vf_attrs(pf, spec, label))
     return checks
@@ -206,19 +201,19 @@ def guid_checks(section):
                         dup.append(guid)
                     seen.setdefault(guid, (pf["name"], vf.get("index")))
         if dup:
-            checks.append(_check("sriov.vf_guids", "fail", subject=pf["name"], desired="unique", live=sorted(set(dup)),
+            checks.append(check("sriov.vf_guids", "fail", subject=pf["name"], desired="unique", live=sorted(set(dup)),
                                  remedy="run the sriov role (ib_vf_guids assigns unique GUIDs)",
                                  detail="the same GUID on two VFs: the subnet manager gives only one of them a LID"))
         elif zero:
-            checks.append(_check("sriov.vf_guids", "drift", subject=pf["name"], desired="non-zero", live={"zero": zero},
+            checks.append(check("sriov.vf_guids", "drift", subject=pf["name"], desired="non-zero", live={"zero": zero},
                                  remedy="run the sriov role (ib_vf_guids)",
                                  detail="VFs with an all-zero GUID get no LID: their pods' ports stay DOWN"))
         elif unbound:
-            checks.append(_check("sriov.vf_guids", "unknown", subject=pf["name"], desired="non-zero",
+            checks.append(check("sriov.vf_guids", "unknown", subject=pf["name"], desired="non-zero",
                                  live={"unbound": unbound},
                                  detail="VFs not bound to mlx5_core: their GUIDs cannot be read"))
         else:
-            checks.append(_check("sriov.vf_guids", "ok", subject=pf["name"], desired="non-zero, unique",
+            checks.append(check("sriov.vf_guids", "ok", subject=pf["name"], desired="non-zero, unique",
                                  live={"vfs": len(pf["vfs"])}))
     return checks
 
@@ -345,7 +340,7 @@ def guids_observed(entry, observed_node, params):
     return observed
 
 
-def config_check(section, spec, desired):
+def configcheck(section, spec, desired):
     """``sriov.config`` of one ``sriov_pfs`` entry: sriov_vfs' plan, then ib_vf_guids' for an InfiniBand PF, as the
     role's check mode makes them."""
     label = _pf_label(spec) if isinstance(spec, dict) else None
@@ -355,12 +350,12 @@ def config_check(section, spec, desired):
             raise InputError("sriov_pfs entry %s: %s" % (label, problem))
         params = vfs_params(spec, desired)
     except InputError as exc:
-        return _check("sriov.config", "fail", label, remedy="correct sriov_pfs and the sriov role's variables: the "
+        return check("sriov.config", "fail", label, remedy="correct sriov_pfs and the sriov role's variables: the "
                       "role fails on them before any change", detail=exc.msg)
     want = {"num_vfs": params["num_vfs"]}
     observed = section["observed"]
     if observed is None:
-        return _check("sriov.config", "unknown", label, desired=want, detail="the facts hold no planner input (rdma_facts "
+        return check("sriov.config", "unknown", label, desired=want, detail="the facts hold no planner input (rdma_facts "
                       "ran without node tools: no eswitch mode, VF attributes or GUIDs): the plan is unknown")
     try:
         entry, option = _entry_for(observed, spec)
@@ -368,7 +363,7 @@ def config_check(section, spec, desired):
             if option == "pci_address":
                 raise MissingFacts("the facts hold no PF %s (rdma_facts reads the PCI functions of the node's network "
                                    "interfaces and RDMA devices): the plan is unknown" % spec[option])
-            return _check("sriov.config", "fail", label, desired=want, remedy="check sriov_pfs: sriov_vfs refuses it",
+            return check("sriov.config", "fail", label, desired=want, remedy="check sriov_pfs: sriov_vfs refuses it",
                           detail="%s: there is no physical function %r on this node (no such %s, or a VF or a virtual "
                                  "interface)" % (option, spec[option], option.replace("_", " ")))
         vfs_plan = _plan.plan_vfs(params, vfs_observed(entry, option, params))
@@ -377,12 +372,12 @@ def config_check(section, spec, desired):
             gparams = guids_params(spec, entry["pf"]["pci_address"], desired)
             actions.extend(_plan.plan_guids(gparams, guids_observed(entry, observed, gparams))["actions"])
     except MissingFacts as exc:
-        return _check("sriov.config", "unknown", label, desired=want, detail=exc.msg)
+        return check("sriov.config", "unknown", label, desired=want, detail=exc.msg)
     except RdmaNodeError as exc:
-        return _check("sriov.config", "fail", label, desired=want, remedy="see docs/sriov.md: the sriov role's modules "
+        return check("sriov.config", "fail", label, desired=want, remedy="see docs/sriov.md: the sriov role's modules "
                       "refuse this PF with the role's variables", detail=exc.msg)
     live = {"num_vfs": entry["state"]["numvfs"]} if "state" in entry else None
-    return _check("sriov.config", "drift" if actions else "ok", label, desired=want, live=live,
+    return check("sriov.config", "drift" if actions else "ok", label, desired=want, live=live,
                   remedy=REMEDY if actions else None, detail="planned: %s" % actions if actions else None)
 
 
@@ -393,7 +388,7 @@ def judge(section, desired):
     checks = pf_checks(section, desired) + guid_checks(section)
     if desired is not None and "observed" in section:  # (not on facts of an older collection version)
         for spec in desired.get("sriov_pfs") or []:
-            checks.append(config_check(section, spec, desired))
+            checks.append(configcheck(section, spec, desired))
     return checks
 
 
@@ -424,9 +419,9 @@ def inventory_judge(sections):
         clashes = sorted(set(guid for guid, where in vf_guids(section) if len(set(o[0] for o in owners[guid])) > 1))
         if clashes:
             others = sorted(set(o[0] for g in clashes for o in owners[g] if o[0] != name))
-            out[name] = [_check("sriov.guid_inventory", "fail", desired="unique in the inventory",
+            out[name] = [check("sriov.guid_inventory", "fail", desired="unique in the inventory",
                                 live={"duplicates": clashes, "also_on": others},
                                 remedy="run the sriov role on all hosts together (sriov_guid_inventory_check)")]
         elif any(pf.get("vfs") and pf.get("link_layer") == "InfiniBand" for pf in section.get("pfs") or []):
-            out[name] = [_check("sriov.guid_inventory", "ok", desired="unique in the inventory")]
+            out[name] = [check("sriov.guid_inventory", "ok", desired="unique in the inventory")]
     return out
