@@ -136,12 +136,12 @@ def _vf_attrs(pf, spec, label):
         detail = "; ".join(["VF %s: %s differ" % (index, ", ".join(keys)) for index, keys in sorted(differ.items())]
                            + (["VF %s absent" % ", ".join(str(i) for i in missing)] if missing else []))
         return [check("sriov.vf_attrs", "drift", subject=label, desired=desired, live=live,
-                       remedy="run the sriov role (sriov_vfs sets VF trust, spoofchk, link state, VLAN/QoS, MAC)",
-                       detail=detail)]
+                      remedy="run the sriov role (sriov_vfs sets VF trust, spoofchk, link state, VLAN/QoS, MAC)",
+                      detail=detail)]
     if unknown:
         return [check("sriov.vf_attrs", "unknown", subject=label, desired=desired, live=live,
-                       detail="not read (ip link show of the PF failed or the driver does not report them): %s"
-                       % ", ".join(unknown))]
+                      detail="not read (ip link show of the PF failed or the driver does not report them): %s"
+                      % ", ".join(unknown))]
     return [check("sriov.vf_attrs", "ok", subject=label, desired=desired, live=live)]
 
 
@@ -162,12 +162,12 @@ def pf_checks(section, desired):
                 persisted = entry.get("num_vfs")
         if pf is None:
             checks.append(check("sriov.num_vfs", "fail", subject=label, desired=want, persisted=persisted,
-                                 remedy="check sriov_pfs: no such physical function on this node"))
+                                remedy="check sriov_pfs: no such physical function on this node"))
             continue
         live = pf.get("numvfs")
         if live is None:
             checks.append(check("sriov.num_vfs", "unknown", subject=label, desired=want, persisted=persisted,
-                                 detail="sriov_numvfs could not be read"))
+                                detail="sriov_numvfs could not be read"))
             continue
         remedy = None
         if live != want:
@@ -177,7 +177,7 @@ def pf_checks(section, desired):
             remedy = "run the sriov role (the boot unit's state file does not recreate these VFs)"
         status = "ok" if live == want and persisted == want else "drift"
         checks.append(check("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
-                             remedy=remedy if status != "ok" else None))
+                            remedy=remedy if status != "ok" else None))
         checks.extend(_vf_attrs(pf, spec, label))
     return checks
 
@@ -202,19 +202,19 @@ def guid_checks(section):
                     seen.setdefault(guid, (pf["name"], vf.get("index")))
         if dup:
             checks.append(check("sriov.vf_guids", "fail", subject=pf["name"], desired="unique", live=sorted(set(dup)),
-                                 remedy="run the sriov role (ib_vf_guids assigns unique GUIDs)",
-                                 detail="the same GUID on two VFs: the subnet manager gives only one of them a LID"))
+                                remedy="run the sriov role (ib_vf_guids assigns unique GUIDs)",
+                                detail="the same GUID on two VFs: the subnet manager gives only one of them a LID"))
         elif zero:
             checks.append(check("sriov.vf_guids", "drift", subject=pf["name"], desired="non-zero", live={"zero": zero},
-                                 remedy="run the sriov role (ib_vf_guids)",
-                                 detail="VFs with an all-zero GUID get no LID: their pods' ports stay DOWN"))
+                                remedy="run the sriov role (ib_vf_guids)",
+                                detail="VFs with an all-zero GUID get no LID: their pods' ports stay DOWN"))
         elif unbound:
             checks.append(check("sriov.vf_guids", "unknown", subject=pf["name"], desired="non-zero",
-                                 live={"unbound": unbound},
-                                 detail="VFs not bound to mlx5_core: their GUIDs cannot be read"))
+                                live={"unbound": unbound},
+                                detail="VFs not bound to mlx5_core: their GUIDs cannot be read"))
         else:
             checks.append(check("sriov.vf_guids", "ok", subject=pf["name"], desired="non-zero, unique",
-                                 live={"vfs": len(pf["vfs"])}))
+                                live={"vfs": len(pf["vfs"])}))
     return checks
 
 
@@ -351,12 +351,12 @@ def configcheck(section, spec, desired):
         params = vfs_params(spec, desired)
     except InputError as exc:
         return check("sriov.config", "fail", label, remedy="correct sriov_pfs and the sriov role's variables: the "
-                      "role fails on them before any change", detail=exc.msg)
+                     "role fails on them before any change", detail=exc.msg)
     want = {"num_vfs": params["num_vfs"]}
     observed = section["observed"]
     if observed is None:
         return check("sriov.config", "unknown", label, desired=want, detail="the facts hold no planner input (rdma_facts "
-                      "ran without node tools: no eswitch mode, VF attributes or GUIDs): the plan is unknown")
+                     "ran without node tools: no eswitch mode, VF attributes or GUIDs): the plan is unknown")
     try:
         entry, option = _entry_for(observed, spec)
         if entry is None:
@@ -364,7 +364,7 @@ def configcheck(section, spec, desired):
                 raise MissingFacts("the facts hold no PF %s (rdma_facts reads the PCI functions of the node's network "
                                    "interfaces and RDMA devices): the plan is unknown" % spec[option])
             return check("sriov.config", "fail", label, desired=want, remedy="check sriov_pfs: sriov_vfs refuses it",
-                          detail="%s: there is no physical function %r on this node (no such %s, or a VF or a virtual "
+                         detail="%s: there is no physical function %r on this node (no such %s, or a VF or a virtual "
                                  "interface)" % (option, spec[option], option.replace("_", " ")))
         vfs_plan = _plan.plan_vfs(params, vfs_observed(entry, option, params))
         actions = list(vfs_plan["actions"])
@@ -375,10 +375,10 @@ def configcheck(section, spec, desired):
         return check("sriov.config", "unknown", label, desired=want, detail=exc.msg)
     except RdmaNodeError as exc:
         return check("sriov.config", "fail", label, desired=want, remedy="see docs/sriov.md: the sriov role's modules "
-                      "refuse this PF with the role's variables", detail=exc.msg)
+                     "refuse this PF with the role's variables", detail=exc.msg)
     live = {"num_vfs": entry["state"]["numvfs"]} if "state" in entry else None
     return check("sriov.config", "drift" if actions else "ok", label, desired=want, live=live,
-                  remedy=REMEDY if actions else None, detail="planned: %s" % actions if actions else None)
+                 remedy=REMEDY if actions else None, detail="planned: %s" % actions if actions else None)
 
 
 def judge(section, desired):
@@ -420,8 +420,8 @@ def inventory_judge(sections):
         if clashes:
             others = sorted(set(o[0] for g in clashes for o in owners[g] if o[0] != name))
             out[name] = [check("sriov.guid_inventory", "fail", desired="unique in the inventory",
-                                live={"duplicates": clashes, "also_on": others},
-                                remedy="run the sriov role on all hosts together (sriov_guid_inventory_check)")]
+                               live={"duplicates": clashes, "also_on": others},
+                               remedy="run the sriov role on all hosts together (sriov_guid_inventory_check)")]
         elif any(pf.get("vfs") and pf.get("link_layer") == "InfiniBand" for pf in section.get("pfs") or []):
             out[name] = [check("sriov.guid_inventory", "ok", desired="unique in the inventory")]
     return out

@@ -461,7 +461,7 @@ def test_desired_vf_attrs_overlay_defaults_with_per_vf_entries():
     spec = {"num_vfs": 3, "vf_defaults": {"trust": True, "vlan": None},
             "vfs": [{"index": 1, "vlan": 100, "qos": 3}, {"index": 7, "trust": False}]}
     assert _sriov_judge.desired_vf_attrs(spec, 3) == {0: {"trust": True}, 1: {"trust": True, "vlan": 100, "qos": 3},
-                                                2: {"trust": True}}
+                                                      2: {"trust": True}}
     assert _sriov_judge.desired_vf_attrs({"num_vfs": 2}, 2) == {}
 
 
