@@ -37,6 +37,7 @@ def judge(section, desired):
     planned = _plan.plan(size, wanted, section, boot_unit=boot_unit)
     persisted = (section.get("unit") or {}).get("values") or {}
     work = dict((step["target"], step) for step in planned["actions"] if step["action"] == "set_max_read_request")
+    unit_steps = [s for s in planned["actions"] if s["action"] == "write_unit"]
     checks = []
     for bdf in wanted:
         item = observed_devices.get(bdf) or {}
@@ -50,9 +51,10 @@ def judge(section, desired):
         checks.append({"id": "pcie.max_read_request", "status": status, "subject": subject, "desired": size,
                        "live": item["max_read_request"], "persisted": persisted.get(bdf) if boot_unit else None,
                        "remedy": REMEDY if status == "drift" else None,
-                       "detail": "planned: %s" % [s for s in planned["actions"] if s["target"] in (bdf, None)]
+                       # the evidence: the plan's steps for this function, and the boot unit's when it lacks it
+                       "detail": "planned: %s" % ([s for s in planned["actions"] if s["target"] in (bdf, None)]
+                                                  + (unit_steps if not unit_ok else []))
                        if status == "drift" else None})
-    unit_steps = [s for s in planned["actions"] if s["action"] == "write_unit"]
     if unit_steps and all(c["status"] == "ok" for c in checks):
         checks.append({"id": "pcie.boot_unit", "status": "drift", "subject": unit_steps[0]["target"], "desired": size,
                        "persisted": persisted, "remedy": REMEDY, "detail": "planned: %s" % unit_steps})
