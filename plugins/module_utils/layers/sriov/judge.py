@@ -365,7 +365,7 @@ def configcheck(section, spec, desired):
                                    "interfaces and RDMA devices): the plan is unknown" % spec[option])
             return check("sriov.config", "fail", label, desired=want, remedy="check sriov_pfs: sriov_vfs refuses it",
                          detail="%s: there is no physical function %r on this node (no such %s, or a VF or a virtual "
-                                 "interface)" % (option, spec[option], option.replace("_", " ")))
+                                "interface)" % (option, spec[option], option.replace("_", " ")))
         vfs_plan = _plan.plan_vfs(params, vfs_observed(entry, option, params))
         actions = list(vfs_plan["actions"])
         if entry["pf"]["link_layer"] == "InfiniBand":
