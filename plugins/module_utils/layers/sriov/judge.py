@@ -252,8 +252,8 @@ def vfs_params(spec, desired):
 
 
 def guids_params(spec, pci_address, desired):
-    """ib_vf_guids' options as the role's planning call passes them (``Work out the VF GUIDs``: no allow_vf_reset,
-    timeout or exclude_guids, the module's defaults; the other hosts' GUIDs are ``sriov.guid_inventory``'s)."""
+    """ib_vf_guids' options as the role's planning call passes them (``Work out the VF GUIDs``: no timeout or
+    exclude_guids, the module's defaults; the other hosts' GUIDs are ``sriov.guid_inventory``'s)."""
     export = _role(desired, "sriov_export_operator_pool")
     if str(export) != "auto":
         try:
@@ -263,7 +263,7 @@ def guids_params(spec, pci_address, desired):
     return role_params(_plan.guids_argument_spec(), {
         "pci_address": pci_address, "scheme": spec.get("guid_scheme", "pf_guid"),
         "guid_prefix": _role(desired, "sriov_guid_prefix"), "guids": spec.get("guids"),
-        "pool_file": _role(desired, "sriov_guid_pool_file"),
+        "pool_file": _role(desired, "sriov_guid_pool_file"), "allow_vf_reset": _role(desired, "sriov_allow_vf_reset"),
         "export_pool_file": None if str(export) == "auto" else export, "host_root": "/"}, "sriov_")
 
 

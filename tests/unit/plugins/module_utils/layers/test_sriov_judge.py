@@ -192,6 +192,27 @@ def test_ib_config_plans_the_guids_and_is_ok_when_they_are_set():
     assert config["status"] == "unknown" and "boom" in config["detail"]
 
 
+def test_ib_config_rebinding_vfs_in_use_follows_sriov_allow_vf_reset():
+    """The role's planning call of ib_vf_guids passes sriov_allow_vf_reset as its applying call does: a GUID change
+    that must re-bind a VF in use fails without it and is planned work with it (before, the planning call passed
+    none, and the role failed even with sriov_allow_vf_reset: true)."""
+    entry = _ib_entry()
+    entry["in_use"] = _observe.pairs({0: "in netns pod-a"})
+    section = _section(entry, NO_OPERATOR, NO_POOL)
+    spec = {"netdev": "ibp24s0", "num_vfs": 2}
+    refused = _config(section, spec)
+    assert refused["status"] == "fail" and "VFs in use" in refused["detail"] and "VF 0" in refused["detail"]
+    allowed = _config(section, spec, sriov_allow_vf_reset=True)
+    assert allowed["status"] == "drift" and "rebind" in allowed["detail"] and "set_guid" in allowed["detail"]
+
+
+def test_role_plans_the_guids_with_the_reset_it_applies_them_with():
+    """roles/sriov: the ib_vf_guids planning call (check mode) and the applying call pass the same allow_vf_reset."""
+    tasks = yaml.safe_load((REPO / "roles/sriov/tasks/main.yml").read_text(encoding="utf-8"))
+    calls = [task["rdma.k8s_node.ib_vf_guids"] for task in tasks if "rdma.k8s_node.ib_vf_guids" in task]
+    assert len(calls) == 2 and set(call.get("allow_vf_reset") for call in calls) == {"{{ sriov_allow_vf_reset }}"}
+
+
 def test_facts_of_an_older_collection_are_judged_as_before_without_sriov_config():
     facts = {"devices": [
         {"name": "mlx5_0", "pci_address": BDF, "is_vf": False, "netdevs": ["ibp24s0"],
