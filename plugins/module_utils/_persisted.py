@@ -21,6 +21,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns import mode as _netns
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import observe as _sriov_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import observe as _sysctl_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules as _sysctl
 
@@ -118,22 +119,8 @@ def modules_load_names(text):
     return out
 
 
-def sriov_state_summary(data):
-    """The PFs and VF counts of the sriov role's boot-unit state file (see roles/sriov/templates)."""
-    if not isinstance(data, dict) or not isinstance(data.get("sriov_vfs"), list):
-        raise ValueError("not an rdma.k8s_node sriov state file (no sriov_vfs list)")
-    pfs = []
-    for entry in data["sriov_vfs"]:
-        if not isinstance(entry, dict):
-            raise ValueError("sriov_vfs entries must be objects")
-        pfs.append({"netdev": entry.get("netdev"), "rdma_device": entry.get("rdma_device"),
-                    "pci_address": entry.get("pci_address"), "num_vfs": entry.get("num_vfs")})
-    guids = data.get("ib_vf_guids") or []
-    if not isinstance(guids, list):
-        raise ValueError("ib_vf_guids must be a list")
-    # (an entry without a PCI address, or with a number, sorted with the strings: TypeError before)
-    guid_pfs = sorted((e.get("pci_address") for e in guids if isinstance(e, dict)), key=lambda a: (a is None, str(a)))
-    return {"pfs": pfs, "guid_pfs": guid_pfs}
+#: the PFs and VF counts of the sriov role's boot-unit state file: the sriov room's reader of it
+sriov_state_summary = _sriov_observe.state_file_pfs
 
 
 def ordered_files(listing, dirs):
