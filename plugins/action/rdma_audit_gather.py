@@ -41,10 +41,6 @@ try:  # ansible-core 2.19: how its task executor words a task's exception (_fail
     from ansible.errors import AnsibleTaskError
 except ImportError:  # pragma: no cover - before 2.19
     _error_utils = None
-try:  # ansible-core 2.19: the registry of templating's access watchers, one per thread (_in_own_context)
-    from ansible._internal._templating._access import AnsibleAccessContext
-except ImportError:  # pragma: no cover - before 2.19
-    AnsibleAccessContext = None
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
@@ -125,18 +121,6 @@ def _failure(exc, task):
     if not isinstance(message, str):
         message = "Task failed: %s" % (exc if isinstance(exc, AnsibleError) else "%s: %s" % (type(exc).__name__, exc))
     return {"failed": True, "changed": False, "msg": message}
-
-
-def _in_own_context(function, *args):
-    """``function(*args)`` in a copy of the caller's context (ansible-core keeps its warning capture and templating
-    state in context variables, which a new thread does not inherit), with an access registry of its own: the copy
-    would share the caller's, a stack that every template pushes to and pops from, and two threads templating at
-    once would pop each other's entries ("Out-of-order context deactivation detected")."""
-    def run():
-        if AnsibleAccessContext is not None:
-            AnsibleAccessContext._contextvar.set(AnsibleAccessContext())  # pylint: disable=protected-access
-        return function(*args)
-    return contextvars.copy_context().run(run)
 
 
 class _Fleet:
@@ -313,7 +297,9 @@ class ActionModule(ActionBase):
         if names:
             with ThreadPoolExecutor(max_workers=max(1, min(forks, len(names))),
                                     thread_name_prefix="rdma_audit_gather") as pool:
-                futures = [(name, pool.submit(_in_own_context, fleet.gather_safely, name, dict(args)))
+                # each host's gather in a copy of this task's context (ansible-core keeps its warning capture and
+                # templating state in context variables, which a new thread does not inherit)
+                futures = [(name, pool.submit(contextvars.copy_context().run, fleet.gather_safely, name, dict(args)))
                            for name in names]
                 for name, future in futures:
                     gathered[name] = future.result()

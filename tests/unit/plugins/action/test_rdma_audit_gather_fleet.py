@@ -8,7 +8,6 @@ import os
 import pathlib
 import re
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from unittest import mock
 
 import pytest
@@ -202,15 +201,3 @@ def test_registered_of_picks_the_hosts_entry(registered, name, expected):
     assert _audit_hosts.registered_of(registered, name) == expected
     if expected is None:
         assert _audit_hosts.facts_of(expected)[1].startswith("rdma_facts did not run on this host")
-
-
-def test_each_hosts_gather_has_its_own_template_access_registry():
-    """Threads templating at once must not share ansible-core's access registry (a stack): with the caller's, two
-    hosts' templates popped each other's entries ("Out-of-order context deactivation detected", seen at 48 hosts)."""
-    access = pytest.importorskip("ansible._internal._templating._access")
-    caller = access.AnsibleAccessContext.current()
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        seen = list(pool.map(lambda _i: G._in_own_context(access.AnsibleAccessContext.current),  # pylint: disable=protected-access
-                             range(8)))
-    assert caller not in seen and len(set(map(id, seen))) == 8
-    assert access.AnsibleAccessContext.current() is caller
