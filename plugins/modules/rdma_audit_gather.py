@@ -61,29 +61,6 @@ options:
         a template.
     type: bool
     default: false
-  hosts:
-    description:
-      - The fleet gather - gather every host named here from this one task (run it with C(run_once)), each on its
-        own connection, instead of the host the task runs for; normally C(ansible_play_batch).
-      - Each host is reached as ansible-core reaches it for a task of its own - its variables as the strategy makes
-        them for this task (inventory, play, role and extra vars), its connection plugin with its connection, become
-        and shell options (C(ansible_connection), C(ansible_host), C(ansible_user), C(ansible_port),
-        C(ansible_ssh_*), C(ansible_become*), C(ansible_python_interpreter) or interpreter discovery), set up by the
-        pieces of ansible-core's task executor; the other options (O(role_vars) included) are resolved from each
-        host's own variables.
-      - The result holds RV(rdma_audit_fleet), each host's result as this action returns it for that host alone; a
-        host that cannot be reached is marked unreachable there (with its desired state), a host whose module or
-        connection set-up fails is marked failed with the message, and the task itself does not fail for them.
-      - There is no task, worker or callback line per host, and the hosts' results do not update their facts (the
-        interpreter discovered on a node is not kept for later tasks).
-    type: list
-    elements: str
-  forks:
-    description:
-      - With O(hosts), how many hosts are gathered at a time (threads of the one worker); V(0) is the run's forks
-        (C(--forks), C(forks) in ansible.cfg).
-    type: int
-    default: 0
 attributes:
   facts:
     description: The facts are returned as RV(rdma_facts_json), not as C(ansible_facts); they do not update the host's facts.
@@ -108,17 +85,6 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ (audit_input.rdma_facts_json | from_json).devices | map(attribute='name') }}"
 
-- name: Every host of the batch from one task (the fleet gather)
-  rdma.k8s_node.rdma_audit_gather:
-    hosts: "{{ ansible_play_batch }}"
-    desired_state: true
-  register: fleet_input
-  run_once: true
-
-- name: One host's facts from the fleet gather
-  ansible.builtin.debug:
-    msg: "{{ (fleet_input.rdma_audit_fleet[inventory_hostname].rdma_facts_json | from_json).gpus | length }}"
-
 - name: Facts and two chosen variables
   rdma.k8s_node.rdma_audit_gather:
     desired_vars: [rdma_netns_mode, containerd_rdma_memlock]
@@ -131,24 +97,12 @@ rdma_facts_json:
     - The facts of M(rdma.k8s_node.rdma_facts) (what it returns as C(ansible_facts.rdma)) as compact JSON text;
       C(| from_json) gives the dictionary.
     - Earlier versions of this action returned them as C(ansible_facts.rdma) (see the changelog).
-  returned: when the node was reached and rdma_facts returned facts (with O(hosts), in each host's entry of RV(rdma_audit_fleet))
+  returned: when the node was reached and rdma_facts returned facts
   type: str
   sample: '{"devices":[{"name":"mlx5_0","netdevs":["ibp24s0"]}],"gpus":[],"problems":[]}'
-rdma_audit_fleet:
-  description:
-    - With O(hosts), each host's result, as this action returns it for that host alone (RV(rdma_facts_json),
-      RV(rdma_audit_desired), C(failed), C(unreachable), C(msg)).
-  returned: with O(hosts)
-  type: dict
-  sample: {"node1": {"changed": false, "rdma_facts_json": "{}", "rdma_audit_desired": {}}}
-msg:
-  description: With O(hosts), how many hosts were gathered, at most how many at a time, and how many were ok, failed and unreachable.
-  returned: with O(hosts)
-  type: str
-  sample: "rdma_facts on 3 hosts (3 at a time): 2 ok, 0 failed, 1 unreachable"
 rdma_audit_desired:
   description: Each variable resolved (O(desired_state), O(desired_vars)) with its value as the task saw it, or V(__unset__).
-  returned: without O(hosts)
+  returned: always
   type: dict
   sample: {"rdma_netns_mode": "exclusive", "containerd_rdma_memlock": "__unset__"}
 """

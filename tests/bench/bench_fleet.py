@@ -679,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         print()
         if rows:
             print(table(rows, args.baseline_max, sizes))
-            for line in versus_revision(rows) + versus_gather_mode(rows, workdir):
+            for line in versus_revision(rows):
                 print(line)
         extra["machine"] = machine()
         extra["node_python"] = python

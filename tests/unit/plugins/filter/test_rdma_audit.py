@@ -196,14 +196,10 @@ def test_role_reads_the_same_variables_as_the_audit():
     """The role asks the gather action for the registry's variables, which are the audit's (no list of its own)."""
     role_vars = yaml.safe_load((REPO / "roles" / "rdma_audit" / "vars" / "main.yml").read_text())
     assert "rdma_audit__desired_vars" not in role_vars
-    # the per-host gather (rdma_audit_gather_mode: per_host) and the fleet gather (fleet) ask for the same ones
-    gathers = []
-    for name in ("gather_per_host.yml", "gather_fleet.yml"):
-        tasks = yaml.safe_load((REPO / "roles" / "rdma_audit" / "tasks" / name).read_text())
-        gathers.extend(t["rdma.k8s_node.rdma_audit_gather"] for t in tasks if "rdma.k8s_node.rdma_audit_gather" in t)
+    tasks = yaml.safe_load((REPO / "roles" / "rdma_audit" / "tasks" / "main.yml").read_text())
+    gather = [t for t in tasks if "rdma.k8s_node.rdma_audit_gather" in t][0]["rdma.k8s_node.rdma_audit_gather"]
     # host_root, counters_interval and desired_state (rdma_audit_mode == 'desired') from the role's variables
-    assert gathers == [{"role_vars": True},
-                       {"role_vars": True, "hosts": "{{ ansible_play_batch }}", "forks": "{{ rdma_audit_gather_forks }}"}]
+    assert gather == {"role_vars": True}
     assert _layers.desired_vars() == _audit.DESIRED_VARS
 
 
