@@ -36,12 +36,6 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.template import Templar
 
-try:  # ansible-core 2.19: how its task executor words a task's exception (_failure)
-    from ansible._internal._errors import _error_utils
-    from ansible.errors import AnsibleTaskError
-except ImportError:  # pragma: no cover - before 2.19
-    _error_utils = None
-
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 UNSET = "__unset__"
@@ -106,21 +100,13 @@ _FLEET_SPEC = {
 FLEET_KEY = "rdma_audit_fleet"
 
 
-def _failure(exc, task):
-    """A host's result for an exception of its gather: failed, with the message ansible-core's task executor gives
-    a task that raised it (the per-host gather's message for the same error), no traceback."""
-    message = None
-    if _error_utils is not None:
-        try:
-            raise AnsibleTaskError(obj=task.get_ds()) from exc
-        except AnsibleTaskError as wrapped:
-            try:
-                message = _error_utils.result_dict_from_exception(wrapped, accept_result_contribution=True).get("msg")
-            except Exception:  # pylint: disable=broad-except
-                message = None
-    if not isinstance(message, str):
-        message = "Task failed: %s" % (exc if isinstance(exc, AnsibleError) else "%s: %s" % (type(exc).__name__, exc))
-    return {"failed": True, "changed": False, "msg": message}
+def _failure(name, exc):
+    """One host's result for an exception of its gather: failed, with the message (no traceback)."""
+    if isinstance(exc, AnsibleError):
+        message = str(exc)
+    else:
+        message = "%s: %s" % (type(exc).__name__, exc)
+    return {"failed": True, "changed": False, "msg": "rdma_audit_gather on %s: %s" % (name, message)}
 
 
 class _Fleet:
@@ -199,7 +185,7 @@ class _Fleet:
             return {"unreachable": True, "changed": False, "msg": str(exc)}
         except Exception as exc:  # pylint: disable=broad-except
             # one host's error is that host's result: the other hosts are gathered as usual
-            return _failure(exc, self.action._task)
+            return _failure(name, exc)
 
 
 class ActionModule(ActionBase):

@@ -259,7 +259,7 @@ def node_python() -> str:
 
 def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], config: pathlib.Path | None,
               forks: int | None, python: str = sys.executable, tree: pathlib.Path | None = None,
-              label: str | None = None, extra_vars: dict | None = None) -> dict:
+              label: str | None = None) -> dict:
     """One audit or baseline run on the first ``len(roots)`` hosts, the modules run by ``python``; with ``tree`` (a
     directory holding ``ansible_collections/rdma/k8s_node``, e.g. another revision) that tree's audit playbook and
     collection instead of the work tree's."""
@@ -279,8 +279,6 @@ def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], confi
     argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook),
             "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false",
             "-e", "rdma_audit_dir=%s" % (run_dir / "report"), "-e", "bl_report_dir=%s" % (run_dir / "report")]
-    for key, value in (extra_vars or {}).items():
-        argv += ["-e", "%s=%s" % (key, value)]
     if forks:
         argv += ["--forks", str(forks)]
     result = run_playbook(name, argv, env, run_dir, cpu_log, count)
@@ -500,34 +498,6 @@ def versus_revision(rows: list[dict]) -> list[str]:
     return lines
 
 
-_GENERATED = re.compile(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z")
-
-
-def versus_gather_mode(rows: list[dict], workdir: pathlib.Path) -> list[str]:
-    """Lines comparing each audit-fleet row (``--gather-modes per_host,fleet``) with the audit row of the same N:
-    controller CPU per host, and whether the two runs wrote the same report files (the time stamp masked)."""
-    lines = []
-    for row in rows:
-        if row["name"] != "audit-fleet":
-            continue
-        for other in rows:
-            if other["name"] == "audit" and other["hosts"] == row["hosts"]:
-                same = []
-                for name in ("report.json", "report.md", "report.html", "junit.xml"):
-                    files = [workdir / "runs" / ("%s-%d" % (label, row["hosts"])) / "report" / name
-                             for label in ("audit", "audit-fleet")]
-                    same.append(all(f.exists() for f in files) and len(set(
-                        _GENERATED.sub("GEN", f.read_text(encoding="utf-8")) for f in files)) == 1)
-                lines.append("N = %d, fleet / per_host gather: controller CPU per host %.1f / %.1f ms = %.2fx, wall "
-                             "%.2fx, peak RSS %.0f / %.0f MB; report files %s" % (
-                                 row["hosts"], row["controller_ms_per_host"], other["controller_ms_per_host"],
-                                 row["cpu_controller_s"] / other["cpu_controller_s"] if other["cpu_controller_s"] else 0,
-                                 row["wall_s"] / other["wall_s"] if other["wall_s"] else 0,
-                                 row["peak_rss_mb"], other["peak_rss_mb"],
-                                 "identical" if all(same) else "DIFFER"))
-    return lines
-
-
 def _ratio(baseline: float, ours: float) -> float | None:
     return round(baseline / ours, 1) if ours else None
 
@@ -586,10 +556,6 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     parser.add_argument("--repeat", type=int, default=20, help="in-process repetitions for 'facts'")
     parser.add_argument("--compare", help="also run the audit of this revision (git archive) at every N, "
                                           "interleaved with the work tree's: row audit@REV")
-    parser.add_argument("--gather-modes", default="per_host",
-                        help="the audit's rdma_audit_gather_mode(s), comma-separated: per_host (row audit), fleet "
-                             "(row audit-fleet, run after audit at every N; with both, their ratio and whether "
-                             "the report files are identical)")
     parser.add_argument("--workdir", help="keep everything here (reused: the fleet is built once)")
     parser.add_argument("--json", help="write the measurements here")
     parser.add_argument("--node-python", default=node_python(),
@@ -607,9 +573,6 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     unknown = only - {"audit", "baseline", "converge", "facts"}
     if unknown:
         parser.error("unknown measurements: %s" % ", ".join(sorted(unknown)))
-    gather_modes = [s.strip() for s in args.gather_modes.split(",") if s.strip()]
-    if not gather_modes or set(gather_modes) - {"per_host", "fleet"}:
-        parser.error("--gather-modes: per_host, fleet or both, got %r" % args.gather_modes)
     config = None if args.config == "none" else pathlib.Path(args.config).resolve()
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-fleet-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -629,13 +592,8 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                 import bench_layer_cost  # pylint: disable=import-outside-toplevel
                 compare = bench_layer_cost.export_tree(args.compare, workdir / ("tree-" + args.compare))
             for count in sizes:
-                for kind in ("baseline", "compare", "audit", "audit-fleet"):
-                    if kind == "audit-fleet":
-                        if "audit" not in only or "fleet" not in gather_modes:
-                            continue
-                    elif kind == "audit" and "per_host" not in gather_modes:
-                        continue
-                    elif kind not in only and not (kind == "compare" and compare is not None):
+                for kind in ("baseline", "compare", "audit"):
+                    if kind not in only and not (kind == "compare" and compare is not None):
                         continue
                     if kind == "baseline" and count > args.baseline_max:
                         print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max), flush=True)
@@ -643,9 +601,6 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                     if kind == "compare":
                         row = fleet_run("audit", workdir, roots[:count], config, args.forks, python, compare,
                                         "audit@" + args.compare)
-                    elif kind == "audit-fleet":
-                        row = fleet_run("audit", workdir, roots[:count], config, args.forks, python,
-                                        label="audit-fleet", extra_vars={"rdma_audit_gather_mode": "fleet"})
                     else:
                         row = fleet_run(kind, workdir, roots[:count], config, args.forks, python)
                     rows.append(row)
