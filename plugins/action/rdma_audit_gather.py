@@ -22,26 +22,16 @@ nothing to encode again (about 4 ms of controller CPU per large host, session 13
 
 from __future__ import annotations
 
-import contextvars
 import json
-from concurrent.futures import ThreadPoolExecutor
 
-from ansible import constants as C
-from ansible import context
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
-from ansible.executor.task_executor import TaskExecutor
-from ansible.playbook.play_context import PlayContext
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
-from ansible.template import Templar
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 UNSET = "__unset__"
-#: the option that makes the action a fleet gather (plugins/plugin_utils/_audit_fleet.py): one run_once task runs
-#: rdma_facts on every named host's own connection
-FLEET_HOSTS = "hosts"
 #: the registered result's key holding the node's facts as JSON text (``_audit_hosts.facts_of`` reads it)
 FACTS_KEY = "rdma_facts_json"
 # compact: what the audit decodes again on the controller; the facts of one node are about 120 KB of it
@@ -91,103 +81,6 @@ def invalid_utf8(text):
     return None
 
 
-_FLEET_SPEC = {
-    FLEET_HOSTS: {"type": "list", "elements": "str", "required": True},
-    "forks": {"type": "int", "default": 0},
-}
-#: the key of a fleet gather's result holding ``{host: what the per-host gather returns for it}``; the result is
-#: registered for every host of the batch (run_once), and ``_audit_hosts.registered_of`` picks the host's entry
-FLEET_KEY = "rdma_audit_fleet"
-
-
-def _failure(name, exc):
-    """One host's result for an exception of its gather: failed, with the message (no traceback)."""
-    if isinstance(exc, AnsibleError):
-        message = str(exc)
-    else:
-        message = "%s: %s" % (type(exc).__name__, exc)
-    return {"failed": True, "changed": False, "msg": "rdma_audit_gather on %s: %s" % (name, message)}
-
-
-class _Fleet:
-    """What every host's gather of one fleet task shares: the variable manager, the play and its host lists."""
-
-    def __init__(self, action, task_vars):
-        hostvars = task_vars.get("hostvars")
-        self.variable_manager = getattr(hostvars, "_variable_manager", None)
-        self.inventory = getattr(hostvars, "_inventory", None)
-        if self.variable_manager is None or self.inventory is None:
-            raise AnsibleActionFail("rdma_audit_gather: hosts needs the play's hostvars (a fleet gather runs in a play)")
-        self.action = action
-        self.play = action._task.get_play()
-        self.hosts = task_vars.get("ansible_play_hosts")
-        self.hosts_all = task_vars.get("ansible_play_hosts_all")
-        context_ = action._play_context
-        self.passwords = {"conn_pass": context_.password, "become_pass": context_.become_pass}
-
-    def gather(self, name, args):
-        """``name``'s result, as the per-host gather returns it for that host: its variables as the strategy makes
-        them for a task, its connection, become and shell plugins as ansible-core's TaskExecutor sets them up."""
-        task = self.action._task
-        host = self.inventory.get_host(name)
-        if host is None:
-            return {"failed": True, "changed": False, "msg": "rdma_audit_gather: %s is not an inventory host" % name}
-        job_vars = self.variable_manager.get_vars(play=self.play, host=host, task=task, _hosts=self.hosts,
-                                                  _hosts_all=self.hosts_all)
-        # TaskExecutor's own pieces, as its _execute_internal uses them (the task is not run through it: its
-        # post-validation, loop and conditional were done once, by the fleet task's own worker)
-        executor = TaskExecutor(host, task, job_vars, PlayContext(play=self.play, passwords=self.passwords),
-                                self.action._loader, self.action._shared_loader_obj, None, self.variable_manager)
-        templar = getattr(executor, "_task_templar", None)  # ansible-core 2.19; before, TaskExecutor made a Templar
-        if templar is None:
-            templar = Templar(loader=self.action._loader, variables=job_vars)
-        play_context = executor._play_context.set_task_and_variable_override(task=task, variables=job_vars,
-                                                                             templar=templar)
-        play_context.post_validate(templar=templar)
-        if not play_context.remote_addr:
-            play_context.remote_addr = host.address
-        executor._play_context = play_context
-        if job_vars.get("ansible_connection") is not None:
-            current = templar.template(job_vars["ansible_connection"])
-        else:
-            current = task.connection
-        connection = executor._get_connection(job_vars, templar, current)
-        executor._connection = connection
-        try:
-            executor._set_connection_options(job_vars, templar)
-            host_vars = job_vars.copy()
-            connection.update_vars(host_vars)
-            templar.available_variables = host_vars
-            connection._play_context = play_context.set_task_and_variable_override(task=task, variables=host_vars,
-                                                                                   templar=templar)
-            action = type(self.action)(task, connection, play_context, self.action._loader,
-                                       templar if isinstance(templar, Templar) else Templar._from_template_engine(templar),
-                                       self.action._shared_loader_obj)
-            try:
-                result = action.gather({}, dict(args), host_vars)
-            finally:
-                action.cleanup()
-        finally:
-            try:
-                connection.close()
-            except Exception:  # pylint: disable=broad-except
-                pass  # as TaskExecutor.run: a connection that does not close is not the host's result
-        result.pop("_ansible_no_log", None)
-        if result.get("failed"):
-            result.setdefault("msg", "no facts returned")
-        result.setdefault("changed", False)
-        return result
-
-    def gather_safely(self, name, args):
-        try:
-            return self.gather(name, args)
-        except AnsibleConnectionFailure as exc:
-            return {"unreachable": True, "changed": False, "msg": str(exc)}
-        except Exception as exc:  # pylint: disable=broad-except
-            # one host's error is that host's result: the other hosts are gathered as usual
-            return _failure(name, exc)
-
-
 class ActionModule(ActionBase):
     """Run rdma.k8s_node.rdma_facts and return its facts as ``rdma_facts_json`` with ``rdma_audit_desired`` (the
     named variables, resolved)."""
@@ -200,13 +93,6 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        if FLEET_HOSTS in args:
-            return self.fleet(result, args, task_vars)
-        return self.gather(result, args, task_vars)
-
-    def gather(self, result, args, task_vars):
-        """The gather of the host this action's connection reaches: ``result`` updated with rdma_facts' facts as
-        JSON text and the desired state resolved from ``task_vars`` (the host's variables)."""
         taken = []
         if boolean(args.get("role_vars", False), strict=False):  # a bad value fails the validation below
             # the role's variable wins over the option (module_defaults included), as when the role's task passed
@@ -262,40 +148,4 @@ class ActionModule(ActionBase):
             # callback does not print (about 7 ms of controller CPU per host, docs/benchmarks.md); the registered
             # result keeps everything, and a failure keeps its message
             result["_ansible_no_log"] = True
-        return result
-
-    def fleet(self, result, args, task_vars):
-        """The fleet gather (option ``hosts``): every named host gathered on its own connection from this one
-        process, at most ``forks`` at a time (0: the run's forks), without a task, a worker or a result per host.
-        ``result[FLEET_KEY]`` is ``{host: what the per-host gather would have registered for it}``."""
-        options = dict((key, args.pop(key)) for key in tuple(_FLEET_SPEC) if key in args)
-        validated = ArgumentSpecValidator(_FLEET_SPEC).validate(options)
-        if validated.error_messages:
-            raise AnsibleActionFail("rdma_audit_gather: %s" % "; ".join(validated.error_messages))
-        params = validated.validated_parameters
-        if params["forks"] < 0:
-            raise AnsibleActionFail("rdma_audit_gather: forks must be 0 (the run's forks) or more, got %d"
-                                    % params["forks"])
-        names = list(dict.fromkeys(params[FLEET_HOSTS]))
-        forks = params["forks"] or context.CLIARGS.get("forks") or C.DEFAULT_FORKS
-        fleet = _Fleet(self, task_vars)
-        gathered = {}
-        if names:
-            with ThreadPoolExecutor(max_workers=max(1, min(forks, len(names))),
-                                    thread_name_prefix="rdma_audit_gather") as pool:
-                # each host's gather in a copy of this task's context (ansible-core keeps its warning capture and
-                # templating state in context variables, which a new thread does not inherit)
-                futures = [(name, pool.submit(contextvars.copy_context().run, fleet.gather_safely, name, dict(args)))
-                           for name in names]
-                for name, future in futures:
-                    gathered[name] = future.result()
-        counts = {"ok": 0, "failed": 0, "unreachable": 0}
-        for entry in gathered.values():
-            counts["unreachable" if entry.get("unreachable") else "failed" if entry.get("failed") else "ok"] += 1
-        result.update(changed=False, msg="rdma_facts on %d hosts (%d at a time): %d ok, %d failed, %d unreachable"
-                      % (len(names), max(1, min(forks, len(names) or 1)), counts["ok"], counts["failed"],
-                         counts["unreachable"]))
-        result[FLEET_KEY] = gathered
-        # the callbacks get a censored copy, as the per-host gather's: the facts are in the registered result
-        result["_ansible_no_log"] = True
         return result

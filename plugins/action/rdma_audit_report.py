@@ -133,10 +133,8 @@ class ActionModule(ActionBase):
         spec = {}
         for name in params["hosts"]:
             view = _HostView(hostvars, name)
-            # the host's own gather result, or its entry in the fleet gather's (rdma_audit_gather's hosts option)
-            registered = _audit_hosts.registered_of(view.raw.get(params["result_var"]), name)
             spec[name] = _audit_hosts.host_spec(view, params["mode"], params["layers"], defaults, params["result_var"],
-                                                params["desired_var"], registered=registered)
+                                                params["desired_var"], registered=view.raw.get(params["result_var"]))
         generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             report = _audit.audit(spec, generated=generated)

@@ -20,18 +20,6 @@ UNSET = "__unset__"
 # rdma_audit_gather's key of the node's facts, as JSON text (plugins/action/rdma_audit_gather.py: FACTS_KEY)
 FACTS_KEY = "rdma_facts_json"
 MODES = ("desired", "facts_only")
-# a fleet gather's key of {host: that host's result} (plugins/action/rdma_audit_gather.py: FLEET_KEY)
-FLEET_KEY = "rdma_audit_fleet"
-
-
-def registered_of(registered, name):
-    """The gather result of host ``name`` from what is registered for it: the per-host gather's result as it is, or
-    its entry in a fleet gather's result (one ``run_once`` task registers ``{FLEET_KEY: {host: result}}`` for every
-    host of its batch); None when the fleet gather did not gather ``name``."""
-    if isinstance(registered, Mapping) and FLEET_KEY in registered:
-        hosts = registered[FLEET_KEY]
-        return hosts.get(name) if isinstance(hosts, Mapping) else None
-    return registered
 
 
 def facts_of(registered):
