@@ -181,13 +181,13 @@ def perturb_pcie(node, facts, desired, choice):
 def perturb_irq(node, facts, desired, choice):
     vectors = sorted(int(irq) for device in facts["layers"]["irq"]["devices"].values()
                      for irq, item in (device.get("irqs") or {}).items() if item.get("settable"))
-    if not vectors or choice % 3 == 0:
+    wanted = set(int(cpu) for cpu in desired["irq_affinity_cpus"].split(","))
+    others = [cpu for cpus in numa_cpus(facts).values() for cpu in sorted(cpus) if cpu not in wanted]
+    if not vectors or not others or choice % 3 == 0:
         (node.root / UNITS["irq"]).unlink()
         return "the irq boot unit removed"
     irq = vectors[choice % len(vectors)]
-    wanted = set(int(cpu) for cpu in desired["irq_affinity_cpus"].split(","))
-    online = sorted(cpu for cpus in numa_cpus(facts).values() for cpu in cpus)
-    other = [cpu for cpu in online if cpu not in wanted][choice % max(1, len(online) - len(wanted))]
+    other = others[choice % len(others)]
     (node.root / "proc/irq" / str(irq) / "smp_affinity_list").write_text("%d\n" % other, encoding="utf-8")
     return "IRQ %d moved to CPU %d" % (irq, other)
 

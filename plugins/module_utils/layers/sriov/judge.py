@@ -148,37 +148,58 @@ def _vf_attrs(pf, spec, label):
 def pf_checks(section, desired):
     """``sriov.num_vfs`` and ``sriov.vf_attrs`` per ``sriov_pfs`` entry, as before the room."""
     checks = []
-    pfs = section.get("pfs") or []
-    state = section.get("persisted")
-    for spec in (desired or {}).get("sriov_pfs") or []:
+    for spec in _specs(desired):
         if not isinstance(spec, dict):
             continue  # the role refuses it: sriov.config says so
-        label = _pf_label(spec)
-        pf = _find_pf(pfs, spec)
-        want = spec.get("num_vfs")
-        persisted = None
-        for entry in (state or {}).get("pfs") or []:
-            if any(entry.get(k) and entry.get(k) == spec.get(k) for k in ("netdev", "rdma_device", "pci_address")):
-                persisted = entry.get("num_vfs")
-        if pf is None:
-            checks.append(check("sriov.num_vfs", "fail", subject=label, desired=want, persisted=persisted,
-                                remedy="check sriov_pfs: no such physical function on this node"))
-            continue
-        live = pf.get("numvfs")
-        if live is None:
+        try:
+            checks.extend(_pf_checks_of(section, spec))
+        except _MALFORMED as exc:
+            checks.append(check("sriov.num_vfs", "unknown", subject=_pf_label(spec), desired=spec.get("num_vfs"),
+                                detail=_malformed(exc)))
+    return checks
+
+
+def _specs(desired):
+    """``sriov_pfs`` as a list (anything else: no entries here; sriov.config fails it)."""
+    specs = (desired or {}).get("sriov_pfs") or []
+    return specs if isinstance(specs, list) else []
+
+
+def _pf_checks_of(section, spec):
+    checks = []
+    pfs = [pf for pf in section.get("pfs") or [] if isinstance(pf, dict)]
+    state = section.get("persisted")
+    label = _pf_label(spec)
+    pf = _find_pf(pfs, spec)
+    want = spec.get("num_vfs")
+    persisted = None
+    for entry in (state or {}).get("pfs") or []:
+        if any(entry.get(k) and entry.get(k) == spec.get(k) for k in ("netdev", "rdma_device", "pci_address")):
+            persisted = entry.get("num_vfs")
+    if pf is None:
+        unreadable = _unreadable(section.get("observed"))
+        if unreadable:
             checks.append(check("sriov.num_vfs", "unknown", subject=label, desired=want, persisted=persisted,
-                                detail="sriov_numvfs could not be read"))
-            continue
-        remedy = None
-        if live != want:
-            remedy = "run the sriov role" + (" with sriov_allow_vf_reset=true (VFs in use are destroyed)"
-                                             if live and want else "")
-        elif persisted != want:
-            remedy = "run the sriov role (the boot unit's state file does not recreate these VFs)"
-        status = "ok" if live == want and persisted == want else "drift"
-        checks.append(check("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
-                            remedy=remedy if status != "ok" else None))
-        checks.extend(_vf_attrs(pf, spec, label))
+                                detail="no PF read is this one, and rdma_facts could not read %s" % unreadable))
+            return checks
+        checks.append(check("sriov.num_vfs", "fail", subject=label, desired=want, persisted=persisted,
+                            remedy="check sriov_pfs: no such physical function on this node"))
+        return checks
+    live = pf.get("numvfs")
+    if live is None:
+        checks.append(check("sriov.num_vfs", "unknown", subject=label, desired=want, persisted=persisted,
+                            detail="sriov_numvfs could not be read"))
+        return checks
+    remedy = None
+    if live != want:
+        remedy = "run the sriov role" + (" with sriov_allow_vf_reset=true (VFs in use are destroyed)"
+                                         if live and want else "")
+    elif persisted != want:
+        remedy = "run the sriov role (the boot unit's state file does not recreate these VFs)"
+    status = "ok" if live == want and persisted == want else "drift"
+    checks.append(check("sriov.num_vfs", status, subject=label, desired=want, live=live, persisted=persisted,
+                        remedy=remedy if status != "ok" else None))
+    checks.extend(_vf_attrs(pf, spec, label))
     return checks
 
 
@@ -282,7 +303,17 @@ def _entry_for(observed, spec):
     if option == "pci_address" and _host.pci_address_of(value) in observed["pfs"]:
         raise MissingFacts("rdma_facts could not read PF %s: %s" % (
             value, observed["pfs"][_host.pci_address_of(value)]["error"]))
+    unreadable = _unreadable(observed)
+    if unreadable:  # the PF the entry names may be one of them
+        raise MissingFacts("no PF read has %s %s, and rdma_facts could not read %s: the plan is unknown"
+                           % (option.replace("_", " "), value, unreadable))
     return None, option
+
+
+def _unreadable(observed):
+    """``"<pci> (<error>), ..."`` of the PFs rdma_facts could not read, or ``""``."""
+    return ", ".join("%s (%s)" % (bdf, entry["error"]) for bdf, entry in sorted((observed or {}).get("pfs", {}).items())
+                     if isinstance(entry, dict) and "error" in entry)
 
 
 def vfs_observed(entry, option, params):
@@ -385,11 +416,33 @@ def judge(section, desired):
     """The checks (``[{id, status, subject, desired, live, persisted, remedy, detail}]``) of the layer."""
     if section is None:
         return []
-    checks = pf_checks(section, desired) + guid_checks(section)
-    if desired is not None and "observed" in section:  # (not on facts of an older collection version)
-        for spec in desired.get("sriov_pfs") or []:
-            checks.append(configcheck(section, spec, desired))
+    checks = pf_checks(section, desired)
+    try:
+        checks.extend(guid_checks(section))
+    except _MALFORMED as exc:
+        checks.append(check("sriov.vf_guids", "unknown", detail=_malformed(exc)))
+    specs = (desired or {}).get("sriov_pfs")
+    if specs and not isinstance(specs, list):
+        checks.append(check("sriov.config", "fail", desired=specs, remedy="correct sriov_pfs: the role fails on it "
+                            "before any change", detail="sriov_pfs must be a list of PF entries, got %s"
+                            % type(specs).__name__))
+    elif desired is not None and "observed" in section:  # (not on facts of an older collection version)
+        for spec in specs or []:
+            try:
+                checks.append(configcheck(section, spec, desired))
+            except _MALFORMED as exc:
+                checks.append(check("sriov.config", "unknown", _pf_label(spec) if isinstance(spec, dict) else None,
+                                    detail=_malformed(exc)))
     return checks
+
+
+# what facts or variables of another shape raise in the judgement: that host's check is unknown, never a crash of
+# the whole audit
+_MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError)
+
+
+def _malformed(exc):
+    return "the facts or the entry are not what the audit reads (%s: %s)" % (type(exc).__name__, exc)
 
 
 # -- sriov.guid_inventory ------------------------------------------------------------------------------------------------

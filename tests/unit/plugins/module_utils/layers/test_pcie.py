@@ -6,6 +6,7 @@ INDEX.md), decoded here by this machine's ``lspci -F`` (pciutils): our Max_Read_
 capability offset must be lspci's for every device in them.
 """
 
+import ast
 import os
 import pathlib
 import re
@@ -336,3 +337,21 @@ def test_on_the_simulator_live_then_the_boot_unit_after_a_power_on(monkeypatch, 
         assert set(d["max_read_request"] for d in after["devices"].values()) == {4096}
         assert judge.judge(after, {"pcie_tuning_max_read_request": 4096}) == [
             dict(c, status="ok") for c in judge.judge(after, {"pcie_tuning_max_read_request": 4096})]
+
+
+def test_every_planned_step_is_some_checks_evidence():
+    """Each step of the plan is the evidence of one check: a function's live value, the unit's missing value, or
+    the unit's rewrite for another reason (here it names /usr/sbin/setpci, the node has /usr/bin/setpci) while
+    another function drifts live (review of session 14: the rewrite was nobody's evidence)."""
+    bdfs = ["0000:18:00.0", "0000:19:00.0"]
+    devices = dict((bdf, {"max_read_request": 4096, "devctl": "0x5000", "cap": "0x40", "rdma_devices": ["mlx5_%d" % i]})
+                   for i, bdf in enumerate(bdfs))
+    devices[bdfs[0]].update(max_read_request=512, devctl="0x2000")
+    section = {"devices": devices, "setpci": "/usr/bin/setpci",
+               "unit": {"path": observe.UNIT, "text": plan.render_unit("/usr/sbin/setpci", dict.fromkeys(bdfs, 4096)),
+                        "exists": True, "values": dict.fromkeys(bdfs, 4096)}}
+    planned = plan.plan(4096, bdfs, section)
+    assert [step["action"] for step in planned["actions"]] == ["set_max_read_request", "write_unit"]
+    evidence = [step for check in judge.judge(section, {"pcie_tuning_max_read_request": 4096})
+                if check["status"] == "drift" for step in ast.literal_eval(check["detail"][len("planned: "):])]
+    assert sorted(evidence, key=repr) == sorted(planned["actions"], key=repr)

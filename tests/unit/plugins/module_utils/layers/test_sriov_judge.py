@@ -319,3 +319,71 @@ def test_simulated_node_evidence_is_the_modules_check_mode_plan(archetype, link_
                 actions = safety.planned_actions(mp, made, "sriov")
                 assert actions and config["status"] == "drift" and config["detail"] == "planned: %s" % actions, \
                     (config, actions)
+
+
+def test_a_pf_the_facts_could_not_read_is_unknown_whatever_names_it():
+    """An sriov_pfs entry naming a PF by netdev or RDMA device, on facts where a PF could not be read: unknown (that
+    PF may be the one), not the 'no such PF' fail (review of session 14)."""
+    section = _section(_entry(numvfs=2))
+    section["observed"]["pfs"][BDF] = {"error": "EIO reading sriov_numvfs"}
+    section["pfs"] = []
+    for spec in ({"netdev": "ens1f0", "num_vfs": 2}, {"rdma_device": "mlx5_0", "num_vfs": 2},
+                 {"pci_address": BDF, "num_vfs": 2}):
+        checks = dict((c["id"], c) for c in _judge.judge(section, {"sriov_pfs": [spec]}))
+        assert checks["sriov.config"]["status"] == "unknown" and "EIO" in checks["sriov.config"]["detail"], spec
+        assert checks["sriov.num_vfs"]["status"] == "unknown" and "EIO" in checks["sriov.num_vfs"]["detail"], spec
+    # with every PF read, a name that is none of them is still the module's refusal
+    checks = dict((c["id"], c) for c in _judge.judge(_section(_entry(numvfs=2)), {"sriov_pfs": [
+        {"netdev": "ens9", "num_vfs": 2}]}))
+    assert checks["sriov.config"]["status"] == "fail" and checks["sriov.num_vfs"]["status"] == "fail"
+
+
+def _mutated(section, path, value):
+    section = copy.deepcopy(section)
+    target = section
+    for key in path[:-1]:
+        target = target[key]
+    if value is _DROP:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return section
+
+
+_DROP = object()
+_HOSTILE_FACTS = [
+    (("observed", "pfs"), []), (("observed", "pfs", BDF, "state"), _DROP), (("observed", "pfs", BDF, "netdevs"), None),
+    (("observed",), "x"), (("observed", "pfs", BDF, "state", "totalvfs"), "8"),
+    (("observed", "pfs", BDF, "in_use"), {"0": "x"}), (("observed", "pool_file"), None),
+    (("observed", "operator"), None), (("observed", "pfs", BDF, "guids"), []), (("pfs", 0, "numvfs"), "2"),
+    (("pfs",), [None]), (("persisted",), {"pfs": "x"}), (("pfs", 0, "vfs"), "x"),
+]
+
+
+@pytest.mark.parametrize("path,value", _HOSTILE_FACTS)
+@pytest.mark.parametrize("ib", (False, True))
+def test_facts_of_another_shape_never_raise(path, value, ib):
+    """Facts of another shape (a bug, a hostile node) give that host unknown checks, never an exception that stops
+    the audit of every host (the report action turns one into a failure of the whole report)."""
+    base = _section(_ib_entry(), NO_OPERATOR, NO_POOL) if ib else _section(_entry(numvfs=2))
+    spec = {"netdev": "ibp24s0" if ib else "ens1f0", "num_vfs": 2, "vf_defaults": {"trust": True}}
+    try:
+        section = _mutated(base, path, value)
+    except (KeyError, IndexError, TypeError):
+        pytest.skip("the path does not exist in this section")
+    checks = _judge.judge(section, {"sriov_pfs": [spec], "sriov_export_operator_pool": True})
+    assert checks and all(c["status"] in ("ok", "drift", "unknown", "fail") for c in checks)
+
+
+@pytest.mark.parametrize("specs", ("abc", {"netdev": "x"}, 5))
+def test_sriov_pfs_that_is_not_a_list_is_one_fail(specs):
+    checks = _judge.judge(_section(_entry(numvfs=2)), {"sriov_pfs": specs})
+    assert [(c["id"], c["status"]) for c in checks] == [("sriov.config", "fail")]
+    assert "must be a list" in checks[0]["detail"]
+
+
+@pytest.mark.parametrize("spec", (dict(netdev="ens1f0", num_vfs="2", vf_defaults={"trust": True}),
+                                  dict(netdev="ens1f0", num_vfs=2, vf_defaults=["trust"])))
+def test_entries_the_role_refuses_do_not_raise(spec):
+    checks = dict((c["id"], c) for c in _judge.judge(_section(_entry(numvfs=2)), {"sriov_pfs": [spec]}))
+    assert checks["sriov.config"]["status"] == "fail"
