@@ -286,11 +286,20 @@ def _pair_rails(pairs, rails, gpus):
                 yield client, server, index, memory
 
 
+#: seconds of Ansible's own work a server's lifetime allows before the first client wave (the counter reads) and
+#: per client job around its run (its wave's task and counter reads, over ssh): a lifetime that counted only the
+#: clients' timeouts (plus 30 s) could end a server before its client came when that work is slow (a loaded
+#: controller took 2.5 min to read the counters before kernel_vm's first wave)
+SERVER_GRACE = 300
+JOB_GRACE = 60
+
+
 def server_lifetime(the_plan, timeout, start_timeout):
     """Seconds a server may wait for its client: the client nodes may run one after another (a client throttle,
-    Ansible's forks), so a server can wait for every client job of the plan; ``stop`` ends it earlier."""
+    Ansible's forks), so a server can wait for every client job of the plan, and Ansible's work around them; ``stop``
+    ends it as soon as the clients are done (the lifetime only ends servers the play left behind)."""
     total = sum(len(jobs) for jobs in (the_plan.get("clients") or {}).values())
-    return int(start_timeout) + 30 + int(timeout) * max(total, 1)
+    return int(start_timeout) + SERVER_GRACE + (int(timeout) + JOB_GRACE) * max(total, 1)
 
 
 def _local_cpus(port):

@@ -76,7 +76,7 @@ def test_rdma_facts_failing_on_a_reachable_node_is_its_own_cause():
 def test_reachable_pair_runs_with_the_server_rail_address():
     the_plan = f.rdma_validate_plan([["good1", "good2"]], hostvars())
     assert the_plan["clients"]["good1"][0]["server_address"] == "192.0.2.2"
-    assert f.rdma_validate_server_lifetime(the_plan, 60, 20) == 110
+    assert f.rdma_validate_server_lifetime(the_plan, 60, 20) == 20 + 300 + (60 + 60) * 1
 
 
 def test_nccl_skipped_below_two_gpus_is_a_skipped_row():

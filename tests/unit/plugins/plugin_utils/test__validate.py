@@ -247,8 +247,8 @@ def test_server_lifetime_covers_every_client_job_of_the_plan():
     hosts = ["n%02d" % i for i in range(12)]
     the_plan = v.plan(v.ring_pairs(hosts), {h: v.parse_rails(["mlx5_0"]) for h in hosts}, {h: both for h in hosts})
     # twelve client nodes of one job each, possibly one after another
-    assert v.server_lifetime(the_plan, 60, 20) == 20 + 30 + 60 * 12
-    assert v.server_lifetime({"clients": {}}, 60, 20) == 110
+    assert v.server_lifetime(the_plan, 60, 20) == 20 + v.SERVER_GRACE + (60 + v.JOB_GRACE) * 12
+    assert v.server_lifetime({"clients": {}}, 60, 20) == 20 + 300 + 120
 
 
 def test_long_job_ids_are_cut_with_a_hash():
