@@ -67,15 +67,23 @@ def apply_vfs(host, commands, pf, planned, params, result):
     return [_plan.vf_public(vf, final_admin.get(vf["index"])) for vf in final["vfs"]]
 
 
+def _observed_and_planned(module, name, validate, plan):
+    """A module's options checked, the node observed and the plan made: ``(host, commands, observed, planned,
+    result)``."""
+    params = module.params
+    validate(params)
+    host = HostRoot(params["host_root"])
+    commands = HostCommands(module, host)
+    observed = _observe.collect(host, commands, name, params)
+    planned = plan(params, observed)
+    return host, commands, observed, planned, _result(module, planned)
+
+
 def run_sriov_vfs(module):
     """The ``sriov_vfs`` module: VF count, per-VF attributes, waits; restores the PF when a write fails."""
     params = module.params
-    _plan.validate_vfs(params)
-    host = HostRoot(params["host_root"])
-    commands = HostCommands(module, host)
-    observed = _observe.collect(host, commands, "sriov_vfs", params)
-    planned = _plan.plan_vfs(params, observed)
-    result = _result(module, planned)
+    host, commands, observed, planned, result = _observed_and_planned(module, "sriov_vfs", _plan.validate_vfs,
+                                                                      _plan.plan_vfs)
     if module.check_mode or not result.changed:
         result.extra["vfs"] = result.observed["vfs"]
         return result.as_dict(with_diff=module._diff)
@@ -149,12 +157,8 @@ def apply_guids(module, host, commands, pf, planned, params, result):
 def run_ib_vf_guids(module):
     """The ``ib_vf_guids`` module: non-zero, unique, deterministic GUIDs on every VF of an InfiniBand PF."""
     params = module.params
-    _plan.validate_guids(params)
-    host = HostRoot(params["host_root"])
-    commands = HostCommands(module, host)
-    observed = _observe.collect(host, commands, "ib_vf_guids", params)
-    planned = _plan.plan_guids(params, observed)
-    result = _result(module, planned)
+    host, commands, observed, planned, result = _observed_and_planned(module, "ib_vf_guids", _plan.validate_guids,
+                                                                      _plan.plan_guids)
     result.extra["sriov_network_operator"] = planned["operator"]
     result.extra["export_pool_file"] = planned["export"]
     result.extra["guids"] = planned["guids"]
