@@ -38,6 +38,7 @@ def judge(section, desired):
     persisted = (section.get("unit") or {}).get("values") or {}
     work = dict((step["target"], step) for step in planned["actions"] if step["action"] == "set_max_read_request")
     unit_steps = [s for s in planned["actions"] if s["action"] == "write_unit"]
+    unit_named = False  # some function's check carries the unit's rewrite as its evidence
     checks = []
     for bdf in wanted:
         item = observed_devices.get(bdf) or {}
@@ -48,6 +49,7 @@ def judge(section, desired):
             continue
         unit_ok = not boot_unit or persisted.get(bdf) == size
         status = "drift" if bdf in work or not unit_ok else "ok"
+        unit_named = unit_named or not unit_ok
         checks.append({"id": "pcie.max_read_request", "status": status, "subject": subject, "desired": size,
                        "live": item["max_read_request"], "persisted": persisted.get(bdf) if boot_unit else None,
                        "remedy": REMEDY if status == "drift" else None,
@@ -57,7 +59,7 @@ def judge(section, desired):
                        if status == "drift" else None})
     # the unit's rewrite is evidence once: in a function's check when that function's value is missing from it,
     # else here (the unit names another setpci, a function no longer there, ...)
-    if unit_steps and not any(c.get("detail") and unit_steps[0]["target"] in c["detail"] for c in checks):
+    if unit_steps and not unit_named:
         checks.append({"id": "pcie.boot_unit", "status": "drift", "subject": unit_steps[0]["target"], "desired": size,
                        "persisted": persisted, "remedy": REMEDY, "detail": "planned: %s" % unit_steps})
     for problem in planned["problems"]:
