@@ -363,7 +363,7 @@ def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | N
     shims = timed_shims(run_dir / "shims", shim_log)
     env = ansible_env(workdir, config, {"PATH": "%s:%s" % (shims, os.environ.get("PATH", "")),
                                         "HWSIM_ROOT": str(mnt), "HWSIM_REAL_SYSCTL": str(recorder)})
-    with hwsim.mounted(archetype, mnt, etc=etc) as mount, \
+    with hwsim.mounted(archetype, mnt, etc=etc, threads=False) as mount, \
             hwsim.bind.Assembled(root, {"sys": mnt / "sys", "proc": mnt / "proc"}):
         install_boot_tools(root)
         pfs = sriov_pfs(root, vfs)

@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     p_mount.add_argument("mountpoint")
     p_mount.add_argument("--etc", help="directory holding modprobe.d/ and modules-load.d/ read at power-on")
     p_mount.add_argument("--foreground", action="store_true", help="serve in this process instead of a daemon")
+    p_mount.add_argument("--single-thread", action="store_true",
+                         help="serve one request at a time: faster, refuses hang and delay faults (one caller at a time)")
     p_umount = sub.add_parser("umount", help="unmount and wait for the daemon to exit")
     p_umount.add_argument("mountpoint")
     p_render = sub.add_parser("render", help="write the power-on tree as plain files")
@@ -42,12 +44,12 @@ def main(argv: list[str] | None = None) -> int:
 def _mount(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     if not args.foreground:
-        print(mount.start(spec, args.mountpoint, args.etc))
+        print(mount.start(spec, args.mountpoint, args.etc, threads=not args.single_thread))
         return 0
     from .fusefs import serve  # pylint: disable=import-outside-toplevel  # mfusepy loads libfuse at import
     if Path(args.mountpoint).is_mount():
         raise RuntimeError(f"{args.mountpoint} is already a mount point")
-    serve(Node(spec, etc_dir=args.etc), args.mountpoint)
+    serve(Node(spec, etc_dir=args.etc), args.mountpoint, threads=not args.single_thread)
     return 0
 
 

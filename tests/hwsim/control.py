@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from . import fmt, nvconfig
 from .build import proc_modules
-from .state import IbDev, NetDev, Node, Pf
+from .state import BLOCKING_DELAYS, IbDev, NetDev, Node, Pf
 
 Handler = Callable[[Node, dict[str, Any]], Any]
 
@@ -58,7 +58,10 @@ def _set_delay(node: Node, cmd: dict[str, Any]) -> Any:
     name = cmd["name"]
     if name not in node.delays:
         raise ValueError(f"unknown delay {name!r}; known: {sorted(node.delays)}")
-    node.delays[name] = float(cmd["seconds"])
+    seconds = float(cmd["seconds"])
+    if seconds > 0 and name in BLOCKING_DELAYS and node.faults.no_blocking:
+        raise ValueError(f"a {name} delay {node.faults.no_blocking}")
+    node.delays[name] = seconds
     return dict(node.delays)
 
 

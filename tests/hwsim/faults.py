@@ -73,6 +73,9 @@ class FaultTable:
     """Thread-safe list of faults; `check` is called before every read/write of the simulated tree."""
 
     def __init__(self) -> None:
+        #: None, or why a fault that blocks (hang, delay) cannot be served: a daemon serving one request at a time
+        #: would stall every caller, the ctl file that clears the fault included
+        self.no_blocking: str | None = None
         self._faults: list[Fault] = []
         self._retransmits: list[RetransmitFault] = []
         self._ids = itertools.count(1)
@@ -92,6 +95,8 @@ class FaultTable:
             raise ValueError(f"action must be one of {ACTIONS}")
         if action in ("hang", "delay") and seconds <= 0:
             raise ValueError(f"{action} needs seconds > 0")
+        if action in ("hang", "delay") and self.no_blocking:
+            raise ValueError(f"a {action} fault {self.no_blocking}")
         if errno_ is None:
             errno_ = errno.ETIMEDOUT if action == "hang" else errno.EIO
         fault = Fault(next(self._ids), path.strip("/"), op, action, errno_value(errno_), float(seconds), count)

@@ -243,6 +243,10 @@ def ofed_module_version(ofed: str) -> str:
     return release + "-" + ".".join(build.split(".")[:3])
 
 
+#: the delays a write sleeps for in the caller's request (the others are events due at a later clock reading)
+BLOCKING_DELAYS = ("sriov_numvfs_write", "bind")
+
+
 class Node:
     """A simulated node. All public methods are thread-safe; waits (delays, hangs) happen outside the lock."""
 

@@ -248,7 +248,8 @@ def simulated_inventory(name, workdir):
         rollout.pop(key, None)
     (inventory_dir / "rollout.yml").write_text(yaml.safe_dump(rollout), encoding="utf-8")
     (inventory_dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
-    with hwsim.mounted(archetype, mnt, etc=etc), hwsim.bind.Assembled(root, {"sys": mnt / "sys", "proc": mnt / "proc"}):
+    with hwsim.mounted(archetype, mnt, etc=etc, threads=False), \
+            hwsim.bind.Assembled(root, {"sys": mnt / "sys", "proc": mnt / "proc"}):
         bench_fleet.install_boot_tools(root)
         subprocess.run(["chroot", str(root), "/usr/sbin/update-grub"], check=True, capture_output=True)
         yield inventory_dir

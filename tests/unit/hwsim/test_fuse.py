@@ -140,3 +140,20 @@ def test_mount_twice_is_refused_and_cli_umount(tmp_path):
     finally:
         subprocess.run([sys.executable, "-m", "hwsim", "umount", str(mnt)], env=env, check=True)
     assert not os.path.ismount(mnt)
+
+
+def test_a_single_threaded_mount_is_faster_and_refuses_what_would_block_it(tmp_path):
+    """``threads=False`` (simnode's default): one request at a time, so a hang, a delay fault or a sleeping delay of
+    the state model would stall every caller, the ctl file that releases it included: refused with a message; faults
+    that do not block still work."""
+    with hwsim.mounted("dgx-h100", tmp_path / "mnt", threads=False) as mnt:
+        for fault in ({"action": "hang", "seconds": 1}, {"action": "delay", "seconds": 0.5}):
+            with pytest.raises(hwsim.HwsimError, match="serves requests in threads") as raised:
+                mnt.call(dict(fault, cmd="fault_add", path=NUMVFS, op="write"))
+            assert raised.value.errno == "EINVAL"
+        with pytest.raises(hwsim.HwsimError, match="sriov_numvfs_write delay needs a mount that serves requests in threads"):
+            mnt.call({"cmd": "set_delay", "name": "sriov_numvfs_write", "seconds": 1})
+        mnt.call({"cmd": "set_delay", "name": "vf_probe", "seconds": 0.1})  # an event due later, not a sleep
+        mnt.call({"cmd": "fault_add", "path": NUMVFS, "op": "write", "errno": "EIO"})
+        assert errno_of(write, mnt.root / NUMVFS, "1") == errno.EIO
+        assert (mnt.root / "sys/class/infiniband/mlx5_0/node_guid").read_text(encoding="utf-8") == "a088:c203:0055:1e20\n"

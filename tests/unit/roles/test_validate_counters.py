@@ -33,10 +33,10 @@ def test_validate_names_retransmissions_as_the_cause_of_the_slow_rail(tmp_path):
         pytest.skip("needs FUSE: %s" % reason)
     names = ("a", "b", "c", "d")
     hosts = {}
-    with hwsim.mounted(_spec(tmp_path, "a", 1), tmp_path / "a") as node_a, \
-            hwsim.mounted(_spec(tmp_path, "b", 2), tmp_path / "b") as node_b, \
-            hwsim.mounted(_spec(tmp_path, "c", 3), tmp_path / "c") as node_c, \
-            hwsim.mounted(_spec(tmp_path, "d", 4), tmp_path / "d") as node_d:
+    with hwsim.mounted(_spec(tmp_path, "a", 1), tmp_path / "a", threads=False) as node_a, \
+            hwsim.mounted(_spec(tmp_path, "b", 2), tmp_path / "b", threads=False) as node_b, \
+            hwsim.mounted(_spec(tmp_path, "c", 3), tmp_path / "c", threads=False) as node_c, \
+            hwsim.mounted(_spec(tmp_path, "d", 4), tmp_path / "d", threads=False) as node_d:
         mounts = dict(zip(names, (node_a, node_b, node_c, node_d)))
         # d's port drops 2000 packets a second while traffic runs and delivers 60 % of its rate
         node_d.call({"cmd": "fault_add", "path": "sys/class/infiniband/mlx5_0/ports/1", "action": "retransmit",

@@ -144,9 +144,9 @@ def write_state_file(node, desired, sriov_results):
     path.write_text(text, encoding="utf-8")
 
 
-def converge(mp, node, desired):
-    """Run every module as the roles do; ``[(layer, main, args)]`` of the calls made."""
-    facts = facts_of(mp, node)
+def converge(mp, node, desired, facts):
+    """Run every module as the roles do (``facts``: the node's rdma_facts before, what the roles read); ``[(layer,
+    main, args)]`` of the calls made."""
     made, sriov_results = [], []
     for layer, main, args in module_calls(desired, facts):
         args = dict(args, host_root=str(node.root))
@@ -255,7 +255,7 @@ def converged_node(archetype, data, skip_if=None):
             if reason:
                 pytest.skip(reason)
             desired = data.draw(desired_states(facts), label="desired")
-            yield mp, node, facts, desired, converge(mp, node, desired)
+            yield mp, node, facts, desired, converge(mp, node, desired, facts)
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES)

@@ -35,8 +35,9 @@ class SimNode:
 
 
 @contextlib.contextmanager
-def sim_node(spec, tmp_path, monkeypatch):
-    """Mount ``spec`` and yield a SimNode; always unmounts."""
+def sim_node(spec, tmp_path, monkeypatch, threads=False):
+    """Mount ``spec`` and yield a SimNode; always unmounts.  The daemon serves one request at a time (about twice as
+    fast: the module is its only caller) unless ``threads``: a test that injects hang or delay faults needs them."""
     reason = hwsim.fuse_available()
     if reason:
         pytest.skip("FUSE unavailable: %s" % reason)
@@ -48,7 +49,7 @@ def sim_node(spec, tmp_path, monkeypatch):
         pytest.skip(reason)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    with hwsim.mounted(spec, mnt, etc=etc) as mount:
+    with hwsim.mounted(spec, mnt, etc=etc, threads=threads) as mount:
         # bind mounts, as a pod sees /host: the collection resolves paths as in a chroot at the root
         with hwsim.bind.Assembled(tmp_path / "root", {"sys": mnt / "sys", "proc": mnt / "proc", "etc": etc}) as view:
             monkeypatch.setenv("PATH", "%s:%s" % (SHIMS, os.environ.get("PATH", "")))

@@ -220,7 +220,7 @@ FAULTS = [
 @pytest.mark.parametrize("flavour, fault, message", FAULTS)
 def test_write_faults_restore_previous_guids(monkeypatch, tmp_path, flavour, fault, message):
     spec = "dgx-h100" if flavour == "ofed" else inbox_spec(tmp_path)
-    with sim_node(spec, tmp_path, monkeypatch) as sim:
+    with sim_node(spec, tmp_path, monkeypatch, threads=fault.get("action") == "hang") as sim:
         make_vfs(monkeypatch, sim, 3)
         old = "02:00:00:00:00:00:00:0%d"
         run(monkeypatch, sim, netdev="ibp24s0", scheme="list", guids=[old % i for i in range(1, 4)])

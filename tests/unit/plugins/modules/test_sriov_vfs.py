@@ -18,6 +18,13 @@ def dgx(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def dgx_threads(tmp_path, monkeypatch):
+    """dgx-h100 served by a daemon with threads: a test that injects a hang needs them (simnode.sim_node)."""
+    with sim_node("dgx-h100", tmp_path, monkeypatch, threads=True) as node:
+        yield node
+
+
+@pytest.fixture
 def roce(tmp_path, monkeypatch):
     with sim_node("roce-cx6dx", tmp_path, monkeypatch) as node:
         yield node
@@ -187,9 +194,10 @@ def test_fault_on_the_zero_write_leaves_the_pf_as_it_was(monkeypatch, dgx, errno
 
 @pytest.mark.parametrize("fault", [{"errno": "EBUSY"}, {"errno": "ENOSPC"}, {"errno": "EIO"}, {"errno": "EACCES"},
                                    {"action": "hang", "seconds": 1.5}])
-def test_fault_after_the_reset_puts_previous_vfs_and_guids_back(monkeypatch, dgx, fault):
+def test_fault_after_the_reset_puts_previous_vfs_and_guids_back(monkeypatch, dgx_threads, fault):
     """0 was written (the VFs and their GUIDs are gone), then writing the new count fails: the module recreates the
     previous VFs and gives them back their attributes and GUIDs, and says so."""
+    dgx = dgx_threads
     run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=2, vf_defaults={"link_state": "auto"})
     set_guids = [row["guid"] for row in guids(monkeypatch, dgx, netdev="ibp24s0")["guids"]]
     admin_before = pf_state(dgx)["admin"]
@@ -216,7 +224,8 @@ def _fault_after_zero(node, fault):
     return write
 
 
-def test_hung_write_times_out_and_restores(monkeypatch, dgx):
+def test_hung_write_times_out_and_restores(monkeypatch, dgx_threads):
+    dgx = dgx_threads
     run(monkeypatch, dgx, netdev="ibp24s0", num_vfs=2)
     dgx.call({"cmd": "fault_add", "path": "sys/bus/pci/devices/%s/sriov_numvfs" % IB_PF, "op": "write",
               "action": "hang", "seconds": 3, "count": 1})
