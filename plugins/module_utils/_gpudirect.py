@@ -165,8 +165,14 @@ def gpudirect_facts(host, problems=None):
     problems = problems if problems is not None else []
     nvidia = parse_nvidia_version(host.try_attr("/proc/driver/nvidia/version", None, problems))
     release = host.try_attr("/proc/sys/kernel/osrelease", None, problems)
-    capable, reason = dmabuf_capable(nvidia, release)
     loaded = host.isdir("/sys/module/%s" % MODULE)
+    persisted = peermem_persisted(host, problems)
+    return gpudirect_report(nvidia, release, loaded, any(host.exists(path) for path in OPENIBD_UNITS),
+                            openibd_dropins(host, problems=problems), persisted)
+
+
+def peermem_persisted(host, problems=None):
+    """Whether a modules-load.d file names nvidia_peermem (unreadable files are appended to ``problems``)."""
     persisted = False
     for directory in ("/etc/modules-load.d", "/run/modules-load.d", "/usr/local/lib/modules-load.d",
                       "/usr/lib/modules-load.d", "/lib/modules-load.d"):
@@ -175,11 +181,16 @@ def gpudirect_facts(host, problems=None):
                 text = host.try_attr("%s/%s" % (directory, name), "", problems)
                 words = [line.split("#", 1)[0].split(";", 1)[0].strip().replace("-", "_") for line in text.splitlines()]
                 persisted = persisted or MODULE in words
+    return persisted
+
+
+def gpudirect_report(nvidia, release, loaded, openibd, dropins, persisted):
+    """:func:`gpudirect_facts`' dict from what was read (``dropins``: :func:`openibd_dropins` without ours); pure."""
+    capable, reason = dmabuf_capable(nvidia, release)
     return {
         "active": active_path("dmabuf", capable, loaded),
-        "openibd": any(host.exists(path) for path in OPENIBD_UNITS),
-        "openibd_dropins": [{"path": path, "entries": [list(entry) for entry in entries]}
-                            for path, entries in openibd_dropins(host, problems=problems)],
+        "openibd": openibd,
+        "openibd_dropins": [{"path": path, "entries": [list(entry) for entry in entries]} for path, entries in dropins],
         "peermem_loaded": loaded,
         "peermem_persisted": persisted,
         "dmabuf_capable": capable,
@@ -211,8 +222,9 @@ def openibd_dropins(host, ours=None, text=None, problems=None):
 
 
 def drivers_facts(host):
-    """``rdma_facts``' ``drivers`` key: ``{ofed: <_ofed.ofed_facts>, gpudirect: <gpudirect_facts>, problems}``,
-    from files only (an audit pod with the host mounted can read it)."""
+    """``{ofed: <_ofed.ofed_facts>, gpudirect: <gpudirect_facts>, problems}``, from files only (an audit pod with the
+    host mounted can read it): ``rdma_facts``' ``drivers`` key, which rdma_facts now takes from the drivers room's
+    observer (``layers/drivers/observe.py``, the same readers), for callers without the room."""
     problems = []
     return {"ofed": _ofed.ofed_facts(host, problems=problems), "gpudirect": gpudirect_facts(host, problems),
             "problems": problems}

@@ -195,171 +195,31 @@ backup_files:
   sample: {"/etc/modules-load.d/nvidia-peermem.conf": "/etc/modules-load.d/nvidia-peermem.conf.12345.2026-01-01@10:00:00~"}
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _ofed, _persisted
-from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
-    ApplyError, ConflictError, HostReadError, InputError, RdmaNodeError, VerifyError,
-)
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import (
-    FileTransaction,
-    conf_name_pattern,
-    observe_file,
-    plan_file,
-)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils._result import Result, action, exit_module
-
-MODULE = _gpudirect.MODULE
-MODULES_LOAD_DIR = "/etc/modules-load.d"
-DROPIN_DIR = "/etc/systemd/system/openibd.service.d"
-OPENIBD_UNITS = _gpudirect.OPENIBD_UNITS
-
-
-# what systemd and kmod read from a conf.d directory: no hidden files, one line-free name
-CONF_NAME = conf_name_pattern(".conf")
-
-
-def owned_path(path, directory, option):
-    """A ``.conf`` file directly in ``directory`` (where systemd reads it), or an InputError."""
-    if os.path.dirname(path) != directory or not CONF_NAME.match(os.path.basename(path)):
-        raise InputError("%s must be a .conf file directly in %s whose name starts with a letter, digit, '_', '@', "
-                         "'+' or '-' and has no blank, newline or NUL (systemd skips hidden files), got %r"
-                         % (option, directory, path))
-    return path
-
-
-def peermem_loaded(host):
-    """Whether the running kernel has nvidia_peermem (``/sys/module/nvidia_peermem``)."""
-    return host.isdir("/sys/module/%s" % MODULE)
-
-
-def find_overrides(host, dropin, dropin_text):
-    """:func:`_gpudirect.peermem_overrides` on the node: modprobe.d, the running kernel's command line and, when our
-    drop-in is written, openibd.service's drop-ins with ours as it will be.  An unreadable file is an error."""
-    problems = []
-    layers = _persisted.modprobe_layers(_persisted.Reader(host, problems))
-    cmdline = ("/proc/cmdline", host.try_attr("/proc/cmdline", "", problems))
-    dropins = _gpudirect.openibd_dropins(host, dropin, dropin_text, problems) if dropin_text is not None else None
-    if problems:
-        raise HostReadError("cannot read %s: %s" % (problems[0]["path"], problems[0]["error"]), {"problems": problems})
-    return _gpudirect.peermem_overrides(layers, cmdline, dropins, dropin, dropin_text)
+from ansible_collections.rdma.k8s_node.plugins.module_utils._result import exit_module
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import apply as _apply
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import observe as _observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import plan as _plan
 
 
 def run_module(module):
+    """observe -> plan -> (check mode: the plan) -> apply; the drivers room (module_utils/layers/drivers/)."""
     params = module.params
-    conf = owned_path(params["conf_file"], MODULES_LOAD_DIR, "conf_file")
-    dropin = owned_path(params["dropin_file"], DROPIN_DIR, "dropin_file")
+    conf, dropin = _plan.paths(params)
     host = HostRoot(params["host_root"])
     commands = HostCommands(module, host)
-    result = Result()
-
-    nvidia = _gpudirect.parse_nvidia_version(host.read_text("/proc/driver/nvidia/version"))
-    release = host.read_attr("/proc/sys/kernel/osrelease")
-    ofed = _ofed.ofed_facts(host, modules=("ib_core", "mlx5_core"))
-    ofed_present = ofed["installed"] or bool(ofed["running_version"])
-    loaded = peermem_loaded(host)
-    openibd = any(host.exists(path) for path in OPENIBD_UNITS)
-    capable = _gpudirect.dmabuf_capable(nvidia, release)[0]
-    gpudirect = {
-        "requested": params["method"], "method": None, "reason": None, "active": None, "peermem_loaded": loaded,
-        "dmabuf_capable": capable,
-        "nvidia_driver": {"version": nvidia["version"], "open": nvidia["open"]} if nvidia else None,
-        "ofed": {"flavor": ofed["flavor"], "version": ofed["version"], "running_version": ofed["running_version"]},
-    }
-    result.extra.update({"gpudirect": gpudirect, "daemon_reload_required": False, "backup_files": {}})
-    result.observed.update({"kernel_release": release, "peermem_loaded": loaded, "openibd": openibd})
-
-    try:
-        method, reason = _gpudirect.choose_method(params["method"], nvidia, release, ofed_present)
-    except RdmaNodeError as exc:
-        exc.result = result.as_dict(with_diff=False)
-        raise
-    gpudirect.update({"method": method, "reason": reason})
-
-    want_dropin = params["openibd_dropin"] == "always" or (params["openibd_dropin"] == "auto" and openibd)
-    if method == "peermem":
-        contents = {conf: _gpudirect.render_modules_load(),
-                    dropin: _gpudirect.render_openibd_dropin(commands.find("modprobe") or "/sbin/modprobe")
-                    if want_dropin else None}
-    else:
-        contents = {conf: None, dropin: None}
-    plans = []
-    if method == "dmabuf" or params["persist"]:
-        plans = [plan_file(observe_file(host, path), text, 0o644) for path, text in contents.items()]
-    result.observed["files"] = {plan.path: plan.observed.as_dict() for plan in plans}
-    found = find_overrides(host, dropin, contents[dropin]) if method == "peermem" and params["persist"] else []
-    result.extra["overrides"] = found
-    if found and params["on_conflict"] == "fail":
-        raise ConflictError(
-            "%s would not be loaded at boot as persisted: %s. Remove that line or file, or run with "
-            "on_conflict=ignore; nothing was loaded or written" % (
-                MODULE, "; ".join(_gpudirect.describe_peermem_override(item, dropin) for item in found)),
-            {"overrides": found}, dict(result.as_dict(with_diff=False), changed=False, actions=[]))
-    for item in found:
-        module.warn(_gpudirect.describe_peermem_override(item, dropin))
-
-    load = method == "peermem" and not loaded
-    if load:
-        result.add(action("load_module", MODULE))
-    for plan in plans:
-        if plan.changed:
-            result.add(plan.action(), plan.diff() if module._diff else None)
-    result.extra["daemon_reload_required"] = any(plan.changed for plan in plans if plan.path == dropin)
-    if method == "dmabuf" and loaded:
-        module.warn("nvidia_peermem is loaded although DMA-BUF is used; it is left loaded (unloading it under running "
-                    "jobs is unsafe) and no longer loaded at boot by this module's files")
-
-    def failed(rc, err, verb):
-        diagnosis = _gpudirect.diagnose_load(rc, err, MODULE, ofed_present)
-        partial = result.as_dict(with_diff=False)
-        partial.update({"changed": False, "actions": [], "diagnosis": diagnosis["kind"]})
-        return ApplyError(diagnosis["message"], {"rc": rc, "stderr": err, "command": verb}, partial)
-
-    if load and module.check_mode:
-        rc, dummy_out, err = commands.run_kernel(["modprobe", "-n", MODULE])
-        if rc != 0:
-            raise failed(rc, err, "modprobe -n %s" % MODULE)
-    if module.check_mode or not result.changed:
-        gpudirect["active"] = _gpudirect.active_path(method, capable, loaded)
-        return result.as_dict(with_diff=module._diff)
-
-    if load:
-        rc, dummy_out, err = commands.run_kernel(["modprobe", MODULE])
-        if rc != 0:
-            raise failed(rc, err, "modprobe %s" % MODULE)
-        if not peermem_loaded(host):
-            raise VerifyError("modprobe %s succeeded but /sys/module/%s does not exist; nothing was persisted"
-                              % (MODULE, MODULE))
-    try:
-        backups = FileTransaction(host, backup=params["backup"]).apply_all(plans)
-    except ApplyError as exc:
-        if load:
-            exc.msg += "; %s stays loaded for this boot but is not persisted" % MODULE
-        raise
-    result.extra["backup_files"] = backups
-    loaded = peermem_loaded(host)
-    gpudirect["peermem_loaded"] = loaded
-    gpudirect["active"] = _gpudirect.active_path(method, capable, loaded)
-    return result.as_dict(with_diff=module._diff)
+    observed = _observe.collect(host, commands, conf, dropin)
+    planned = _plan.plan(params, observed, diff=module._diff)
+    for warning in planned["warnings"]:
+        module.warn(warning)
+    return _apply.apply(host, commands, planned, check_mode=module.check_mode, backup=params["backup"],
+                        diff=module._diff)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            method=dict(type="str", default="auto", choices=list(_gpudirect.METHODS)),
-            persist=dict(type="bool", default=True),
-            openibd_dropin=dict(type="str", default="auto", choices=["auto", "always", "never"]),
-            on_conflict=dict(type="str", default="fail", choices=["fail", "ignore"]),
-            conf_file=dict(type="path", default="/etc/modules-load.d/nvidia-peermem.conf"),
-            dropin_file=dict(type="path", default=DROPIN_DIR + "/10-rdma-k8s-node-nvidia-peermem.conf"),
-            backup=dict(type="bool", default=False),
-            host_root=dict(type="path", default="/"),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=_plan.argument_spec(), supports_check_mode=True)
     exit_module(module, run_module)
 
 

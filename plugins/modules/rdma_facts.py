@@ -432,6 +432,8 @@ ansible_facts:
               C(nvidia_driver) (C(version), C(open)), C(kernel_release), C(openibd) (installed) and
               C(openibd_dropins) (its drop-ins in systemd's order with their C([Service] ExecStartPost=) lines).
             - C(problems) lists what could not be read.
+            - Read by the drivers room's observer (C(layers.drivers) holds the same C(ofed), C(gpudirect) and
+              C(problems)); V(null) when that observer failed.
           returned: always
           type: dict
           sample: {"ofed": {"installed": true, "flavor": "doca", "version": "24.10-1.1.4.0.200",
@@ -453,6 +455,15 @@ ansible_facts:
           description:
             - The facts of each layer built as a room, by the layer's own observer (the one its module uses), keyed by
               the layer's name; V(null) for a layer whose observer failed (the reason is in RV(ansible_facts.rdma.problems)).
+            - C(drivers) - C(ofed) and C(gpudirect) (as RV(ansible_facts.rdma.drivers)), C(modules) (as
+              RV(ansible_facts.rdma.modules)), C(devices) (C(name) and C(driver) of each RDMA device), C(gpus) (their
+              PCI addresses), C(observed), what nvidia_peermem's planner reads - C(nvidia) (the driver banner's
+              C(version), C(open), C(arch)), C(release), C(ofed), C(peermem_loaded), C(openibd), C(modprobe_path) (the
+              C(modprobe) the openibd drop-in runs), C(files) (C(path), C(exists), C(content), C(mode), C(uid), C(gid),
+              C(link) of the module's default modules-load.d file and drop-in, or C(error)), C(modprobe) (every
+              modprobe.d file in kmod's order with its nvidia_peermem lines), C(cmdline), C(dropins) (openibd.service's
+              drop-ins with their C(ExecStartPost=) lines), C(modprobe_problems), C(dropin_problems) and C(errors) -
+              and C(problems). The audit runs nvidia_peermem's planner on them. See docs/drivers.md.
             - C(pcie) - per RDMA NIC physical function (PCI address) its C(rdma_devices), C(max_read_request) in bytes,
               C(devctl) (the Device Control register) and C(cap) (the PCI Express capability's offset), or C(error);
               C(unit) (the boot unit - C(path), C(exists), C(values) per function, C(text)); C(setpci) (its path on the
@@ -557,9 +568,9 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCom
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import discover, gather
 from ansible_collections.rdma.k8s_node.plugins.module_utils._runtime_facts import pids_of, runtime_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
-from ansible_collections.rdma.k8s_node.plugins.module_utils._gpudirect import drivers_facts
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import observe as _drivers_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import observe as _kubelet_observe
 
 
@@ -596,15 +607,17 @@ def main():
         facts = gather(host, commands, disc)
         pids = pids_of(host, ("containerd", "kubelet"))  # one pass over /proc for containerd and the kubelet
         facts["persisted"] = persisted_facts(host, [name for name in facts["sysctl"] if name not in ("all", "default")])
-        facts["drivers"] = drivers_facts(host)
         # the sysctl room takes the sysctl.d files persisted_facts() read (its observer's reader): returned once
         facts["layers"] = layer_facts(host, facts["problems"], commands,
                                       {"counters": {"interval": interval, "discovery": disc}, "health": {"discovery": disc},
+                                       "drivers": {"discovery": disc, "modules": facts["modules"]},
                                        "sysctl": {"discovery": disc, "files": facts["persisted"].pop("sysctl_files")},
                                        "kernel": {"cmdline": facts["kernel_cmdline"], "vendor": facts["cpu_vendor"],
                                                   "boot": facts["persisted"]["kernel_cmdline"]},
                                        "containerd": {"pids": pids},
                                        "kubelet": {"pids": pids, "numa": _kubelet_observe.numa_of(facts)}})
+        # drivers is the drivers room's OFED and GPUDirect report (read once, by the observer nvidia_peermem uses)
+        facts["drivers"] = _drivers_observe.drivers_key(facts["layers"]["drivers"])
         # runtime.containerd and runtime.kubelet are the rooms' reports (layers.containerd and layers.kubelet without
         # the planners' input), absent when the room's observer failed (a problems entry): nothing is observed twice
         facts["runtime"] = runtime_facts(host, commands, pids, facts["layers"])

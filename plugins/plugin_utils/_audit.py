@@ -24,9 +24,8 @@ from functools import wraps
 
 from ansible.module_utils.common.validation import check_type_bool
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect
-from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import judge as _drivers_judge
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
 
 SCHEMA_VERSION = 1
@@ -37,9 +36,9 @@ _RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
 LAYERS = (_layers.FACTS_LAYER,) + _layers.names()
 # PCIe distance classes of nvidia-smi topo, best first
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
-RDMA_USER_MODULES = ("ib_uverbs", "rdma_ucm")
-# the file the nvidia_peermem module owns by default (the role's default; the audit reads the role variable)
-PEERMEM_DROPIN = "/etc/systemd/system/openibd.service.d/10-rdma-k8s-node-nvidia-peermem.conf"
+# the drivers layer's (a room: module_utils/layers/drivers/judge.py), kept here for their readers
+RDMA_USER_MODULES = _drivers_judge.RDMA_USER_MODULES
+PEERMEM_DROPIN = _drivers_judge.PEERMEM_DROPIN
 
 
 # The inventory variables the audit reads as the desired state: the layers' own (the provisioning roles' variables,
@@ -111,110 +110,6 @@ class _Checks(object):
             "id": check_id, "layer": layer, "subject": subject, "status": status, "desired": desired,
             "live": live, "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail,
         })
-
-
-# -- drivers and GPUDirect ------------------------------------------------------------------------------------------
-def _drivers(checks, facts, desired):
-    modules = facts.get("modules")
-    devices = facts.get("devices") or []
-    if devices:
-        if modules is None:
-            checks.add("drivers.modules", "unknown", detail="/proc/modules could not be read")
-        else:
-            wanted = list(RDMA_USER_MODULES)
-            if any(d.get("driver") == "mlx5_core" for d in devices):
-                wanted = ["mlx5_core", "mlx5_ib"] + wanted
-            missing = [m for m in wanted if m not in modules]
-            checks.add("drivers.modules", "drift" if missing else "ok", desired=wanted,
-                       live=[m for m in wanted if m in modules], persisted=None,
-                       remedy="load %s (doca_ofed role verifies them)" % ", ".join(missing) if missing else None,
-                       detail="RDMA user-space access needs these modules")
-    drivers = facts.get("drivers") or {}
-    ofed = drivers.get("ofed") or {}
-    want_version = (desired or {}).get("rdma_audit_ofed_version")
-    if want_version:
-        live = ofed.get("version")
-        if not drivers:
-            checks.add("drivers.ofed_version", "unknown", desired=want_version,
-                       detail="the node's rdma_facts has no drivers section")
-        else:
-            checks.add("drivers.ofed_version", "ok" if live and str(live).startswith(str(want_version)) else "drift",
-                       desired=want_version, live=ofed.get("running_version"), persisted=live,
-                       remedy="run the doca_ofed role with the DOCA release that ships this OFED (doca_ofed_version)")
-    if (desired or {}).get("rdma_k8s_node_doca_ofed"):
-        profile = desired.get("doca_ofed_profile") or "doca-ofed"
-        want = str(desired.get("doca_ofed_version") or "")
-        packages = ofed.get("packages")
-        package = (packages or {}).get(profile) or {}
-        if packages is None:
-            checks.add("drivers.doca_version", "unknown", subject=profile, desired=want,
-                       detail="no dpkg package database on this node (EL nodes: compare with rdma_audit_ofed_version)")
-        else:
-            installed = package.get("version") if package.get("state") == "installed" else None
-            good = bool(installed) and (installed == want or installed.startswith(want + "-")
-                                        or installed.startswith(want + "."))
-            checks.add("drivers.doca_version", "ok" if good else "drift", subject=profile, desired=want,
-                       live=ofed.get("running_version"), persisted=installed,
-                       remedy="run the doca_ofed role (doca_ofed_version, doca_ofed_profile)")
-    if ofed.get("installed") and (ofed.get("stale_modules") or ofed.get("restart_required")):
-        checks.add("drivers.ofed_running", "drift", desired=ofed.get("version"), live=ofed.get("running_version"),
-                   persisted=ofed.get("version"),
-                   remedy="restart openibd in a maintenance window (doca_ofed_restart_ok=true) or reboot",
-                   detail="loaded modules are not the installed OFED's build: %s" % (ofed.get("stale_modules") or []))
-    for failed in ofed.get("dkms_failed") or []:
-        checks.add("drivers.dkms", "fail", subject=failed.get("module"), desired="built for the running kernel",
-                   live=failed.get("state"), persisted=failed.get("make_log"),
-                   remedy="install the kernel headers of the running kernel and rebuild (dkms autoinstall)",
-                   detail=(failed.get("excerpt") or "")[-300:] or None)
-    if facts.get("gpus"):
-        gpudirect = drivers.get("gpudirect") or {}
-        method = (desired or {}).get("nvidia_peermem_method") or "auto"
-        if gpudirect:
-            active = gpudirect.get("active")
-            persisted = "peermem" if gpudirect.get("peermem_persisted") else (
-                "dmabuf" if gpudirect.get("dmabuf_capable") else None)
-        else:  # facts of an older collection version: only the module list
-            active = "peermem" if "nvidia_peermem" in (modules or []) else None
-            persisted = "peermem" if "nvidia_peermem" in (facts.get("persisted") or {}).get("modules_load", []) else None
-        if active is None and modules is None:
-            checks.add("gpudirect.path", "unknown", desired=method, detail="loaded modules could not be read")
-        elif active in ("peermem", "dmabuf") and method in ("auto", active) and persisted == active:
-            checks.add("gpudirect.path", "ok", desired=method, live=active, persisted=persisted)
-        else:
-            remedy = "run the nvidia_peermem role (nvidia_peermem_method=%s)" % method
-            detail = "GPUs without an active GPUDirect RDMA path: NCCL copies through host memory"
-            if active in ("peermem", "dmabuf"):
-                detail = "the GPUDirect path %s is not the desired one or not persisted for the next boot" % active
-            checks.add("gpudirect.path", "drift", desired=method, live=active, persisted=persisted, remedy=remedy,
-                       detail=detail)
-        _peermem_overrides(checks, facts, desired, gpudirect)
-
-
-def _peermem_overrides(checks, facts, desired, gpudirect):
-    """``gpudirect.override``: what keeps nvidia_peermem from loading at boot, by the module's own planner
-    (:func:`_gpudirect.peermem_overrides`) on the modprobe.d lines and openibd drop-ins rdma_facts read."""
-    modprobe = (facts.get("persisted") or {}).get("modprobe")
-    if desired is None or modprobe is None or "openibd_dropins" not in gpudirect:
-        return  # facts of an older collection version
-    method = desired.get("nvidia_peermem_method") or "auto"
-    if method == "auto":
-        method = "dmabuf" if gpudirect.get("dmabuf_capable") else "peermem"
-    if method != "peermem":
-        return
-    layers = [(f["path"], [tuple(d) for d in f["directives"]]) for f in modprobe]
-    cmdline = ("/proc/cmdline", " ".join((facts.get("kernel_cmdline") or {}).get("args") or []))
-    dropins, text = None, None
-    if gpudirect.get("openibd"):
-        existing = [(d["path"], [tuple(e) for e in d["entries"]]) for d in gpudirect["openibd_dropins"]]
-        mine = dict(existing).get(PEERMEM_DROPIN) or _systemd.parse_unit(_gpudirect.render_openibd_dropin("/sbin/modprobe"))
-        text = "[Service]\n" + "".join("%s=%s\n" % (key, value) for dummy, key, value, dummy_line in mine)
-        dropins = _gpudirect.with_our_dropin(existing, PEERMEM_DROPIN, list(mine))
-    for item in _gpudirect.peermem_overrides(layers, cmdline, dropins, PEERMEM_DROPIN, text):
-        checks.add("gpudirect.override", "fail", subject=item["what"], desired="nvidia_peermem loaded at boot",
-                   live=item["kind"], persisted="%s%s" % (item["file"], ":%s" % item["line"] if item["line"] else ""),
-                   remedy="remove that line or drop-in (it is another tool's file), or use DMA-BUF "
-                          "(nvidia_peermem_method=dmabuf, open GPU kernel modules)",
-                   detail=_gpudirect.describe_peermem_override(item, PEERMEM_DROPIN))
 
 
 # -- topology, MTU, cgroup ------------------------------------------------------------------------------------------
@@ -319,7 +214,6 @@ def _topology_layer(checks, facts, desired):
 
 # the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
 _JUDGES = {
-    "drivers": _drivers,
     "topology": _topology_layer,
 }
 

@@ -27,6 +27,7 @@ from collections import namedtuple
 # run on the controller, which imports them by name when the audit first asks (``Layer.judge``).
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as _containerd_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.counters import observe as _counters_observe
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import observe as _drivers_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.firmware import observe as _firmware_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import observe as _health_observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _irq_observe
@@ -85,8 +86,11 @@ class Layer(_Layer):
 LAYERS = (
     Layer("drivers", "Drivers (DOCA-OFED) and GPUDirect RDMA", ("doca_ofed", "nvidia_peermem"),
           ("rdma_k8s_node_doca_ofed", "doca_ofed_version", "doca_ofed_profile", "nvidia_peermem_method",
+           "nvidia_peermem_persist", "nvidia_peermem_openibd_dropin", "nvidia_peermem_on_conflict",
            "rdma_audit_ofed_version"),
-          ("gpudirect",), ("modules", "drivers", "gpus", "devices", "kernel_cmdline", "persisted"), "docs/drivers.md"),
+          ("gpudirect",), ("layers", "modules", "drivers", "gpus", "devices", "kernel_cmdline", "persisted"),
+          "docs/drivers.md", observe=_drivers_observe.facts, judge_ref="drivers.judge:judge", runs_tools=True,
+          legacy_ref="drivers.judge:section_of"),
     Layer("kernel", "Kernel boot arguments", ("rdma_kernel",),
           ("rdma_kernel_iommu_passthrough", "rdma_kernel_vendor_iommu", "rdma_kernel_extra_args",
            "rdma_kernel_absent_args", "rdma_kernel_bootloader", "rdma_kernel_dropin", "rdma_kernel_update_bootloader"),
