@@ -20,6 +20,12 @@ real interpreter under GNU ``time`` and appends each module process's user+sys s
 is everything else the ``ansible-playbook`` process tree used (``getrusage(RUSAGE_CHILDREN)``), i.e. the main
 process, its forked workers, the local connection's shells and the controller-side report writing.
 
+``--strategy linear,mitogen_linear`` runs every audit/baseline measurement once per strategy plugin, interleaved at
+each N (rows ``audit/linear``, ``audit/mitogen_linear``), and compares each strategy's controller CPU, wall, peak RSS
+and report files (time stamps masked) with the first's; ``--venv`` names the venv whose ``ansible-playbook`` runs
+them (Mitogen for Ansible is installed in a venv of its own, not in .venv: docs/scale.md, "Mitogen").
+``--cgroup-cpu`` also counts each run's CPU in a cpuacct cgroup of its own, which sees processes nobody waited for.
+
 Prints a table and, with ``--json FILE``, the raw measurements.  Asserts nothing about time.
 """
 
@@ -144,6 +150,22 @@ def write_timed_interpreter(path: pathlib.Path, log: pathlib.Path, python: str =
     return path
 
 
+def host_interpreters(interpreter: pathlib.Path, count: int) -> list[pathlib.Path]:
+    """A path of its own to ``interpreter`` for each of ``count`` hosts (symbolic links beside it, in
+    ``<interpreter>.hosts/``).  Mitogen keys a local connection's interpreter by its path alone, so hosts sharing one
+    path would share one Python process and run their modules one after the other in it; over SSH each host has its
+    own.  Ansible's own strategies run the same programme whatever the path."""
+    directory = interpreter.parent / (interpreter.name + ".hosts")
+    directory.mkdir(exist_ok=True)
+    out = []
+    for index in range(count):
+        link = directory / host_name(index)
+        if not link.is_symlink():
+            link.symlink_to(interpreter)
+        out.append(link)
+    return out
+
+
 def parse_module_cpu(text: str) -> dict:
     """``{"calls", "user", "sys", "cpu", "elapsed"}`` from a timed interpreter's log (both line formats)."""
     calls = 0
@@ -178,10 +200,13 @@ def parse_recap(text: str) -> dict:
 
 
 def write_inventory(path: pathlib.Path, roots: list[pathlib.Path], interpreter: pathlib.Path,
-                    extra_vars: dict | None = None) -> pathlib.Path:
+                    extra_vars: dict | None = None, interpreters: list[pathlib.Path] | None = None) -> pathlib.Path:
     """Inventory of one host per root, in group ``fleet``; connection and interpreter are the group's (not
-    ``all``'s, so the implicit localhost that writes the reports keeps the controller's own Python)."""
+    ``all``'s, so the implicit localhost that writes the reports keeps the controller's own Python), or with
+    ``interpreters`` each host's own (``host_interpreters``)."""
     hosts = dict((host_name(i), {"rdma_audit_host_root": str(root)}) for i, root in enumerate(roots))
+    for index, own in enumerate(interpreters or ()):
+        hosts[host_name(index)]["ansible_python_interpreter"] = str(own)
     group_vars = {"ansible_connection": "local", "ansible_python_interpreter": str(interpreter)}
     group_vars.update(extra_vars or {})
     inventory = {"all": {"children": {"fleet": {"hosts": hosts, "vars": group_vars}}}}
@@ -209,17 +234,166 @@ def ansible_env(workdir: pathlib.Path, config: pathlib.Path | None, extra: dict 
     return env
 
 
+# -- strategies -------------------------------------------------------------------------------------------------------
+DEFAULT_VENV = REPO / ".venv"
+REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml")
+# the report's `generated` time stamp (one per file but junit.xml), masked before files of two runs are compared
+_GENERATED = re.compile(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+
+
+def strategy_env(strategy: str | None, plugin_dir: str | None = None) -> dict:
+    """The environment that makes ansible-playbook run ``strategy``: nothing for ``None`` (the config's strategy,
+    ansible-core's ``linear`` unless the config names another), ``ANSIBLE_STRATEGY`` for a strategy ansible-core
+    ships, and for a Mitogen one (``mitogen_linear``, ``mitogen_free``, ...) also ``ANSIBLE_STRATEGY_PLUGINS``:
+    ``plugin_dir``, the ``ansible_mitogen/plugins/strategy`` directory of the venv that runs ansible-playbook."""
+    if strategy is None:
+        return {}
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", strategy):
+        raise ValueError("strategy must be a plugin name such as linear or mitogen_linear, got %r" % (strategy,))
+    env = {"ANSIBLE_STRATEGY": strategy}
+    if strategy.startswith("mitogen"):
+        if not plugin_dir:
+            raise ValueError("strategy %s needs the ansible_mitogen/plugins/strategy directory (mitogen is not "
+                             "importable by the venv that runs ansible-playbook: see --venv)" % strategy)
+        env["ANSIBLE_STRATEGY_PLUGINS"] = str(plugin_dir)
+    return env
+
+
+def mitogen_strategy_dir(python: str) -> str | None:
+    """``ansible_mitogen/plugins/strategy`` as ``python`` (the interpreter of the venv that runs ansible-playbook)
+    imports it, or None when that interpreter has no ansible_mitogen."""
+    code = ("import os, ansible_mitogen; "
+            "print(os.path.join(os.path.dirname(ansible_mitogen.__file__), 'plugins', 'strategy'))")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    path = done.stdout.strip()
+    if done.returncode != 0 or not os.path.isfile(os.path.join(path, "mitogen_linear.py")):
+        return None
+    return path
+
+
+def venv_versions(python: str) -> dict:
+    """``{"ansible-core": ..., "mitogen": ...}`` installed for ``python`` (None for what is not installed)."""
+    code = ("import json, importlib.metadata as m\n"
+            "def v(name):\n"
+            "    try:\n        return m.version(name)\n"
+            "    except m.PackageNotFoundError:\n        return None\n"
+            "print(json.dumps({'ansible-core': v('ansible-core'), 'mitogen': v('mitogen')}))")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def run_name(kind: str, revision: str | None = None, strategy: str | None = None) -> str:
+    """A row's name: ``audit``, ``audit@REV``, ``audit/mitogen_linear``, ``audit@REV/mitogen_linear``."""
+    return kind + ("@" + revision if revision else "") + ("/" + strategy if strategy else "")
+
+
+def file_name(name: str) -> str:
+    """A row's name as a file or directory name (``audit@abc/mitogen_linear`` -> ``audit-abc-mitogen_linear``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)
+
+
+def masked_report(text: str) -> str:
+    """A report file's text with its `generated` time stamps masked: what two runs of the same hosts must share."""
+    return _GENERATED.sub("GENERATED", text)
+
+
+def report_digests(directory: pathlib.Path) -> dict:
+    """sha256 of each report file in ``directory`` with its time stamps masked (None for a file not written)."""
+    import hashlib  # pylint: disable=import-outside-toplevel
+
+    out = {}
+    for name in REPORT_FILES:
+        path = directory / name
+        out[name] = (hashlib.sha256(masked_report(path.read_text(encoding="utf-8")).encode("utf-8")).hexdigest()
+                     if path.exists() else None)
+    return out
+
+
+def versus_strategy(rows: list[dict]) -> list[str]:
+    """For each N and run kind, each strategy's row against the first strategy's (the order of ``--strategy``):
+    controller CPU, wall, peak RSS, and whether the report files are the same (time stamps masked)."""
+    lines = []
+    firsts = {}
+    for row in rows:
+        if row.get("strategy") is None:
+            continue
+        key = (row["name"].rsplit("/", 1)[0], row["hosts"])
+        first = firsts.setdefault(key, row)
+        if first is row:
+            continue
+        ours, theirs = row.get("report_digests") or {}, first.get("report_digests") or {}
+        written = [n for n in REPORT_FILES if ours.get(n) or theirs.get(n)]
+        differ = [n for n in written if ours.get(n) != theirs.get(n)]
+        reports = ("no report files" if not written else
+                   "report files differ: %s" % ", ".join(differ) if differ else
+                   "%s identical (time stamps masked)" % ", ".join(written))
+        lines.append("N = %d, %s / %s: controller CPU per host %.1f / %.1f ms = %.2fx, wall %.2fx, "
+                     "peak RSS %.0f / %.0f MB = %.2fx; %s" % (
+                         row["hosts"], row["name"], first["name"], row["controller_ms_per_host"],
+                         first["controller_ms_per_host"],
+                         row["cpu_controller_s"] / first["cpu_controller_s"] if first["cpu_controller_s"] else 0,
+                         row["wall_s"] / first["wall_s"] if first["wall_s"] else 0,
+                         row["peak_rss_mb"], first["peak_rss_mb"],
+                         row["peak_rss_mb"] / first["peak_rss_mb"] if first["peak_rss_mb"] else 0, reports))
+    return lines
+
+
+CPUACCT = pathlib.Path("/sys/fs/cgroup/cpuacct")
+
+
+def cgroup_cpu_unavailable(root: pathlib.Path = CPUACCT) -> str | None:
+    """Why a run cannot be given a cpuacct cgroup of its own (cgroup v1) here, or None when it can."""
+    if not (root / "cpuacct.usage").exists():
+        return "no cgroup v1 cpuacct hierarchy at %s" % root
+    if not os.access(root, os.W_OK):
+        return "%s is not writable (root needed)" % root
+    return None
+
+
+class CpuCgroup:
+    """A cpuacct cgroup (v1) of its own for one run: its usage counts every process the run started, including
+    those nobody in the run's tree waited for (a process whose parent exits without reaping it is reparented
+    outside the tree, and wait4's resource usage never sees its CPU)."""
+
+    def __init__(self, name: str, root: pathlib.Path = CPUACCT):
+        self.path = root / ("%s-%d-%s" % ("rdma-bench", os.getpid(), file_name(name)))
+        self.path.mkdir()
+
+    def join(self) -> None:
+        """Move the calling process into the group (``preexec_fn``: the child, before it execs)."""
+        (self.path / "cgroup.procs").write_text("%d\n" % os.getpid(), encoding="ascii")
+
+    def procs(self) -> list[int]:
+        return [int(p) for p in (self.path / "cgroup.procs").read_text(encoding="ascii").split()]
+
+    def finish(self, settle: float = 10.0) -> tuple[float, int]:
+        """``(CPU seconds, processes left)`` once the group is empty or ``settle`` seconds have passed; the group
+        is removed when empty."""
+        deadline = time.monotonic() + settle
+        while self.procs() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        usage = int((self.path / "cpuacct.usage").read_text(encoding="ascii")) / 1e9
+        left = len(self.procs())
+        if not left:
+            self.path.rmdir()
+        return usage, left
+
+
 def run_playbook(name: str, argv: list[str], env: dict, log_dir: pathlib.Path, cpu_log: pathlib.Path,
-                 hosts: int) -> dict:
-    """Run one ansible-playbook; wall time, the CPU of its whole process tree, module CPU, the recap."""
+                 hosts: int, cgroup: bool = False) -> dict:
+    """Run one ansible-playbook; wall time, the CPU of its whole process tree, module CPU, the recap; with
+    ``cgroup``, also the CPU of every process it started as a cpuacct cgroup counts it (``cpu_total_cgroup_s``,
+    ``cgroup_procs_left``: processes still running 10 s after it exited)."""
     if cpu_log.exists():
         cpu_log.unlink()
     cpu_log.touch()
-    log = log_dir / ("%s.log" % name)
+    log = log_dir / ("%s.log" % file_name(name))
+    group = CpuCgroup(name) if cgroup else None
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
-        # pylint: disable-next=consider-using-with
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(log_dir))
+        # pylint: disable-next=consider-using-with,subprocess-popen-preexec-fn
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(log_dir),
+                                preexec_fn=group.join if group else None)
         # wait4: this run's own CPU (its whole process tree) and the peak RSS of its largest process (the
         # ansible-playbook main process, which holds every host's results), not the maximum of earlier runs
         _pid, status, usage = os.wait4(proc.pid, 0)
@@ -227,9 +401,12 @@ def run_playbook(name: str, argv: list[str], env: dict, log_dir: pathlib.Path, c
     wall = time.perf_counter() - start
     total = usage.ru_utime + usage.ru_stime
     text = log.read_text(encoding="utf-8", errors="replace")
+    group_cpu = group.finish() if group else None
     row = measurement(name, hosts, wall, total, parse_module_cpu(cpu_log.read_text(encoding="utf-8")),
                       parse_recap(text), proc.returncode, str(log))
     row["peak_rss_mb"] = round(usage.ru_maxrss / 1024.0, 1)  # KiB on Linux
+    if group_cpu:
+        row["cpu_total_cgroup_s"], row["cgroup_procs_left"] = round(group_cpu[0], 3), group_cpu[1]
     return row
 
 
@@ -259,30 +436,37 @@ def node_python() -> str:
 
 def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], config: pathlib.Path | None,
               forks: int | None, python: str = sys.executable, tree: pathlib.Path | None = None,
-              label: str | None = None) -> dict:
+              label: str | None = None, strategy: str | None = None, strategy_plugins: str | None = None,
+              venv: pathlib.Path = DEFAULT_VENV, cgroup: bool = False) -> dict:
     """One audit or baseline run on the first ``len(roots)`` hosts, the modules run by ``python``; with ``tree`` (a
     directory holding ``ansible_collections/rdma/k8s_node``, e.g. another revision) that tree's audit playbook and
-    collection instead of the work tree's."""
+    collection instead of the work tree's; with ``strategy`` that strategy plugin (``strategy_env``) instead of the
+    config's, each host with an interpreter path of its own (``host_interpreters``); ansible-playbook from
+    ``venv``; with ``cgroup`` the run's CPU also as a cpuacct cgroup counts it (``run_playbook``)."""
     count = len(roots)
     name = label or kind
-    run_dir = workdir / "runs" / ("%s-%d" % (name.replace("@", "-"), count))
+    run_dir = workdir / "runs" / ("%s-%d" % (file_name(name), count))
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     cpu_log = run_dir / "module-cpu.log"
     interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python)
-    inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter)
+    # a Python process per host under Mitogen too, as over SSH; every row of a --strategy comparison alike
+    own = host_interpreters(interpreter, count) if strategy else None
+    inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter, interpreters=own)
     playbook = PLAYBOOKS[kind]
-    env = ansible_env(workdir, config)
+    env = ansible_env(workdir, config, strategy_env(strategy, strategy_plugins))
     if tree is not None:
         playbook = tree / "ansible_collections" / "rdma" / "k8s_node" / "playbooks" / (playbook.name)
         env["ANSIBLE_COLLECTIONS_PATH"] = "%s:%s" % (tree, env["ANSIBLE_COLLECTIONS_PATH"])
-    argv = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook),
+    argv = [str(venv / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook),
             "-e", "rdma_k8s_node_targets=fleet", "-e", "ansible_become=false",
             "-e", "rdma_audit_dir=%s" % (run_dir / "report"), "-e", "bl_report_dir=%s" % (run_dir / "report")]
     if forks:
         argv += ["--forks", str(forks)]
-    result = run_playbook(name, argv, env, run_dir, cpu_log, count)
+    result = run_playbook(name, argv, env, run_dir, cpu_log, count, cgroup)
+    result["strategy"] = strategy
     result["findings_per_host"] = findings_per_host(kind, run_dir / "report" / "report.json")
+    result["report_digests"] = report_digests(run_dir / "report")
     return result
 
 
@@ -466,9 +650,10 @@ def facts_run(workdir: pathlib.Path, archetype: str, vfs: int, repeat: int, conf
 # -- reporting --------------------------------------------------------------------------------------------------------
 def ratios(rows: list[dict]) -> None:
     """Add each audit row's ratios against the baseline row of the same N (when there is one)."""
-    base = dict((r["hosts"], r) for r in rows if r["name"] == "baseline")
+    base = dict(((r["hosts"], r.get("strategy")), r) for r in rows
+                if r["name"] == run_name("baseline", strategy=r.get("strategy")))
     for row in rows:
-        ref = base.get(row["hosts"])
+        ref = base.get((row["hosts"], row.get("strategy")))
         if not row["name"].startswith("audit") or ref is None:
             continue
         row["vs_baseline"] = {
@@ -483,10 +668,11 @@ def versus_revision(rows: list[dict]) -> list[str]:
     """Lines comparing each audit row with the audit@REV row of the same N (``--compare``): ours / theirs."""
     lines = []
     for row in rows:
-        if row["name"] != "audit":
+        if row["name"] != run_name("audit", strategy=row.get("strategy")):
             continue
         for other in rows:
-            if other["name"].startswith("audit@") and other["hosts"] == row["hosts"]:
+            if (other["name"].startswith("audit@") and other["hosts"] == row["hosts"]
+                    and other.get("strategy") == row.get("strategy")):
                 lines.append("N = %d, work tree / %s: controller CPU per host %.1f / %.1f ms = %.2fx, wall %.2fx, "
                              "peak RSS %.0f / %.0f MB = %.2fx" % (
                                  row["hosts"], other["name"][len("audit@"):], row["controller_ms_per_host"],
@@ -496,6 +682,16 @@ def versus_revision(rows: list[dict]) -> list[str]:
                                  row["peak_rss_mb"], other["peak_rss_mb"],
                                  row["peak_rss_mb"] / other["peak_rss_mb"] if other["peak_rss_mb"] else 0))
     return lines
+
+
+def cgroup_note(row: dict) -> str:
+    """The cgroup's count of a run's CPU beside wait4's (``--cgroup-cpu``), and its controller ms/host from it."""
+    if row.get("cpu_total_cgroup_s") is None:
+        return ""
+    controller = max(row["cpu_total_cgroup_s"] - row["cpu_modules_s"], 0.0)
+    return "  cgroup CPU %.1f s (wait4 %.1f s; controller %.1f ms/host)%s" % (
+        row["cpu_total_cgroup_s"], row["cpu_total_s"], 1000.0 * controller / row["hosts"] if row["hosts"] else 0,
+        ", %d processes still running" % row["cgroup_procs_left"] if row.get("cgroup_procs_left") else "")
 
 
 def _ratio(baseline: float, ours: float) -> float | None:
@@ -561,6 +757,16 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     parser.add_argument("--node-python", default=node_python(),
                         help="interpreter of the simulated nodes' modules in every run (default: "
                              "/usr/bin/python3, a node's own Python; 'controller' = this venv's)")
+    parser.add_argument("--strategy",
+                        help="comma-separated strategy plugins to run every audit/baseline measurement with, in "
+                             "turn at each N (e.g. linear,mitogen_linear): rows NAME/STRATEGY, each compared with "
+                             "the first's controller CPU, wall, peak RSS and report files; mitogen_* needs "
+                             "ansible_mitogen importable in --venv (default: the config's strategy, one row)")
+    parser.add_argument("--cgroup-cpu", action="store_true",
+                        help="also count each audit/baseline run's CPU in a cpuacct cgroup of its own (cgroup v1, "
+                             "root): it includes processes nobody in the run waited for, which wait4 misses")
+    parser.add_argument("--venv", default=str(DEFAULT_VENV),
+                        help="the venv whose ansible-playbook runs the audit and baseline (default: .venv)")
     args = parser.parse_args(argv)
     if args.roots == "assembled":
         import hwsim.bind  # pylint: disable=import-outside-toplevel
@@ -573,13 +779,31 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     unknown = only - {"audit", "baseline", "converge", "facts"}
     if unknown:
         parser.error("unknown measurements: %s" % ", ".join(sorted(unknown)))
+    venv = pathlib.Path(args.venv).resolve()
+    if not os.access(venv / "bin" / "ansible-playbook", os.X_OK):
+        parser.error("--venv %s: no bin/ansible-playbook there" % venv)
+    strategies = [s.strip() for s in (args.strategy or "").split(",") if s.strip()] or [None]
+    plugins = None
+    if any(s and s.startswith("mitogen") for s in strategies):
+        plugins = mitogen_strategy_dir(str(venv / "bin" / "python"))
+        if plugins is None:
+            parser.error("--strategy %s: %s cannot import ansible_mitogen (pip install mitogen into a venv of its "
+                         "own and pass --venv)" % (args.strategy, venv / "bin" / "python"))
+    try:
+        for strategy in strategies:
+            strategy_env(strategy, plugins)
+    except ValueError as err:
+        parser.error("--strategy: %s" % err)
+    if args.cgroup_cpu and cgroup_cpu_unavailable():
+        parser.error("--cgroup-cpu: %s" % cgroup_cpu_unavailable())
     config = None if args.config == "none" else pathlib.Path(args.config).resolve()
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-fleet-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     python = sys.executable if args.node_python == "controller" else args.node_python
     rows = []
-    extra = {}
+    extra = {"venv": str(venv), "versions": venv_versions(str(venv / "bin" / "python")),
+             "strategies": strategies, "strategy_plugins": plugins}
     try:
         if only & {"audit", "baseline"} and sizes:
             start = time.perf_counter()
@@ -592,22 +816,26 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                 import bench_layer_cost  # pylint: disable=import-outside-toplevel
                 compare = bench_layer_cost.export_tree(args.compare, workdir / ("tree-" + args.compare))
             for count in sizes:
-                for kind in ("baseline", "compare", "audit"):
+                for kind, strategy in [(k, s) for k in ("baseline", "compare", "audit") for s in strategies]:
                     if kind not in only and not (kind == "compare" and compare is not None):
                         continue
                     if kind == "baseline" and count > args.baseline_max:
-                        print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max), flush=True)
+                        if strategy == strategies[0]:
+                            print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max),
+                                  flush=True)
                         continue
                     if kind == "compare":
                         row = fleet_run("audit", workdir, roots[:count], config, args.forks, python, compare,
-                                        "audit@" + args.compare)
+                                        run_name("audit", args.compare, strategy), strategy, plugins, venv,
+                                        args.cgroup_cpu)
                     else:
-                        row = fleet_run(kind, workdir, roots[:count], config, args.forks, python)
+                        row = fleet_run(kind, workdir, roots[:count], config, args.forks, python, None,
+                                        run_name(kind, None, strategy), strategy, plugins, venv, args.cgroup_cpu)
                     rows.append(row)
                     print("%-10s N=%-5d wall %7.1f s  controller %7.1f s (%6.1f ms/host)  modules %7.1f s in %d calls"
-                          "  peak RSS %.0f MB%s" % (
+                          "  peak RSS %.0f MB%s%s" % (
                               row["name"], count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
-                              row["cpu_modules_s"], row["module_calls"], row["peak_rss_mb"],
+                              row["cpu_modules_s"], row["module_calls"], row["peak_rss_mb"], cgroup_note(row),
                               "" if row["rc"] == 0 else "  rc=%d, see %s" % (row["rc"], row["log"])), flush=True)
             ratios(rows)
         if "converge" in only:
@@ -634,12 +862,15 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         print()
         if rows:
             print(table(rows, args.baseline_max, sizes))
-            for line in versus_revision(rows):
+            for line in versus_revision(rows) + versus_strategy(rows):
                 print(line)
         extra["machine"] = machine()
         extra["node_python"] = python
         print("\n%s; config %s; nodes' Python %s; started %s" % (extra["machine"], config or "Ansible defaults",
                                                                  extra["node_python"], started))
+        print("ansible-playbook from %s: ansible-core %s, mitogen %s; strategies: %s" % (
+            venv, extra["versions"]["ansible-core"], extra["versions"]["mitogen"] or "not installed",
+            ", ".join(s or "the config's" for s in strategies)))
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps({
                 "started": started, "sizes": sizes, "archetype": args.archetype, "roots": args.roots,

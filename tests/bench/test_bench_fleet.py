@@ -156,3 +156,110 @@ def test_report_bench_synthetic_fleet_is_mixed():
     assert counts == {"down": 20, "unreadable": 10, "old-fw": 20, "reboot": 79, "plain": 871}
     assert sum(1 for name in hosts if "<script>" in name or "\n" in name or "|" in name or "`" in name) == 10
     assert facts["layers"]["health"]["nics"][0]["fw_ver"] == "28.39.1002"  # the input is not changed
+
+
+def test_strategy_env():
+    assert B.strategy_env(None) == {}  # the config's strategy: the environment is not touched
+    assert B.strategy_env("linear") == {"ANSIBLE_STRATEGY": "linear"}
+    assert B.strategy_env("mitogen_linear", "/v/ansible_mitogen/plugins/strategy") == {
+        "ANSIBLE_STRATEGY": "mitogen_linear", "ANSIBLE_STRATEGY_PLUGINS": "/v/ansible_mitogen/plugins/strategy"}
+    with pytest.raises(ValueError, match="mitogen_free needs the ansible_mitogen/plugins/strategy directory"):
+        B.strategy_env("mitogen_free")
+    with pytest.raises(ValueError, match="got 'linear;rm'"):
+        B.strategy_env("linear;rm")
+
+
+def test_strategy_env_reaches_ansible_env(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_STRATEGY", raising=False)
+    env = B.ansible_env(tmp_path, None, B.strategy_env("mitogen_linear", "/p"))
+    assert (env["ANSIBLE_STRATEGY"], env["ANSIBLE_STRATEGY_PLUGINS"]) == ("mitogen_linear", "/p")
+    assert "ANSIBLE_STRATEGY" not in B.ansible_env(tmp_path, None, B.strategy_env(None))
+
+
+def test_mitogen_strategy_dir_of_an_interpreter_without_it():
+    done = subprocess.run([sys.executable, "-c", "import ansible_mitogen"], capture_output=True, check=False)
+    found = B.mitogen_strategy_dir(sys.executable)
+    if done.returncode:
+        assert found is None
+    else:
+        assert os.path.isfile(os.path.join(found, "mitogen_linear.py"))
+    assert B.mitogen_strategy_dir("/bin/false") is None
+
+
+def test_run_names_and_file_names():
+    assert B.run_name("audit") == "audit"
+    assert B.run_name("audit", "abc", "mitogen_linear") == "audit@abc/mitogen_linear"
+    assert B.run_name("baseline", strategy="linear") == "baseline/linear"
+    assert B.file_name("audit@abc/mitogen_linear") == "audit-abc-mitogen_linear"
+
+
+def test_host_interpreters_give_each_host_a_path_of_its_own(tmp_path):
+    log = tmp_path / "cpu.log"
+    log.touch()
+    wrapper = B.write_timed_interpreter(tmp_path / "python-timed", log)
+    own = B.host_interpreters(wrapper, 3)
+    assert [p.name for p in own] == ["node0000", "node0001", "node0002"] and len(set(own)) == 3
+    assert B.host_interpreters(wrapper, 2) == own[:2]  # reused
+    done = subprocess.run([str(own[1]), "-c", "print(6 * 7)"], capture_output=True, text=True, check=True)
+    assert done.stdout == "42\n" and B.parse_module_cpu(log.read_text())["calls"] == 1
+    inventory = yaml.safe_load(B.write_inventory(tmp_path / "inv.yml", [tmp_path / "a", tmp_path / "b"], wrapper,
+                                                 interpreters=own[:2]).read_text())
+    fleet = inventory["all"]["children"]["fleet"]
+    assert fleet["hosts"]["node0001"] == {"rdma_audit_host_root": str(tmp_path / "b"),
+                                          "ansible_python_interpreter": str(own[1])}
+    assert fleet["vars"]["ansible_python_interpreter"] == str(wrapper)
+
+
+def test_report_digests_mask_the_time_stamps_only(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    for directory, stamp in ((one, "2026-12-03T13:14:26Z"), (two, "2026-12-04T01:02:03Z")):
+        directory.mkdir()
+        (directory / "report.json").write_text('{"generated": "%s", "hosts": {"n": "ok"}}' % stamp)
+        (directory / "junit.xml").write_text("<testsuites/>")
+    first, second = B.report_digests(one), B.report_digests(two)
+    assert first == second and first["report.md"] is None and first["report.json"]
+    (two / "report.json").write_text('{"generated": "2026-12-04T01:02:03Z", "hosts": {"n": "drift"}}')
+    assert B.report_digests(two)["report.json"] != first["report.json"]
+    assert B.masked_report("at 2026-12-03T13:14:26Z, 2026-12-03") == "at GENERATED, 2026-12-03"
+
+
+def test_versus_strategy_lines_and_ratios_per_strategy():
+    def row(name, strategy, hosts, cpu, digests, modules=2.0):
+        out = dict(B.measurement(name, hosts, cpu, cpu + modules, {"calls": hosts, "cpu": modules, "elapsed": 1.0},
+                                 {}, 0), peak_rss_mb=100.0 * cpu, strategy=strategy)
+        out["report_digests"] = digests
+        return out
+    same = {"report.json": "a", "report.md": "b", "report.html": None, "junit.xml": "c"}
+    rows = [row("baseline/linear", "linear", 10, 40.0, {}, 40.0), row("audit/linear", "linear", 10, 4.0, same),
+            row("audit/mitogen_linear", "mitogen_linear", 10, 2.0, same),
+            row("audit/mitogen_free", "mitogen_free", 10, 8.0, dict(same, **{"report.md": "x"})),
+            row("audit/linear", "linear", 100, 1.0, same)]
+    lines = B.versus_strategy(rows)
+    assert lines == [
+        "N = 10, audit/mitogen_linear / audit/linear: controller CPU per host 200.0 / 400.0 ms = 0.50x, wall 0.50x, "
+        "peak RSS 200 / 400 MB = 0.50x; report.json, report.md, junit.xml identical (time stamps masked)",
+        "N = 10, audit/mitogen_free / audit/linear: controller CPU per host 800.0 / 400.0 ms = 2.00x, wall 2.00x, "
+        "peak RSS 800 / 400 MB = 2.00x; report files differ: report.md"]
+    assert B.versus_strategy(rows[-1:]) == [] and B.versus_strategy([dict(rows[1], strategy=None)]) == []
+    B.ratios(rows)
+    assert rows[1]["vs_baseline"]["controller_cpu_x"] == 10.0  # against the baseline of its own strategy
+    assert "vs_baseline" not in rows[2] and "vs_baseline" not in rows[4]
+
+
+def test_cpu_cgroup_counts_a_process_nobody_waited_for(tmp_path):
+    """A grandchild whose parent exits unreaped is reparented out of the run's tree: wait4 misses its CPU."""
+    reason = B.cgroup_cpu_unavailable()
+    if reason:
+        pytest.skip(reason)
+    log = tmp_path / "cpu.log"
+    burn = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    t = time.process_time()\n"
+            "    while time.process_time() - t < 0.5:\n"
+            "        pass\n"
+            "    os._exit(0)\n")
+    row = B.run_playbook("orphan", [sys.executable, "-c", burn], dict(os.environ), tmp_path, log, 1, cgroup=True)
+    assert row["rc"] == 0 and row["cgroup_procs_left"] == 0
+    assert row["cpu_total_cgroup_s"] >= row["cpu_total_s"] + 0.45
+    assert "cgroup CPU" in B.cgroup_note(row) and B.cgroup_note({"hosts": 1}) == ""
+    assert not list(B.CPUACCT.glob("rdma-bench-%d-orphan" % os.getpid()))  # removed once empty
