@@ -78,8 +78,7 @@ def overrides(observed, dropin, dropin_text):
         problems += observed["dropin_problems"]
         ours = [entry for entry in _systemd.parse_unit(dropin_text)
                 if entry[0] == "Service" and entry[1] == "ExecStartPost"]
-        dropins = _gpudirect.with_our_dropin([(path, entries) for path, entries in _value(observed["dropins"])],
-                                             dropin, ours)
+        dropins = _gpudirect.with_our_dropin(list(_value(observed["dropins"])), dropin, ours)
     if problems:
         raise HostReadError("cannot read %s: %s" % (problems[0]["path"], problems[0]["error"]), {"problems": problems})
     return _gpudirect.peermem_overrides(observed["modprobe"], ("/proc/cmdline", observed["cmdline"]), dropins, dropin,

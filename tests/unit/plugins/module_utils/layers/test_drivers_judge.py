@@ -191,8 +191,8 @@ def test_override_checks_name_the_blacklist_and_the_reset(tmp_path):
     # the module refuses the same overrides (on_conflict=fail): gpudirect.config is its refusal
     [check] = found["gpudirect.config"]
     assert check["status"] == "fail" and "would not be loaded at boot as persisted" in check["detail"]
-    ignored = config(_judge.judge(section(host), desired(nvidia_peermem_method="peermem",
-                                                          nvidia_peermem_on_conflict="ignore")))
+    wanted = desired(nvidia_peermem_method="peermem", nvidia_peermem_on_conflict="ignore")
+    ignored = config(_judge.judge(section(host), wanted))
     assert ignored["status"] == "drift" and "load_module" in ignored["detail"]
 
 
