@@ -85,7 +85,8 @@ class Layer(_Layer):
 
 LAYERS = (
     Layer("drivers", "Drivers (DOCA-OFED) and GPUDirect RDMA", ("doca_ofed", "nvidia_peermem"),
-          ("rdma_k8s_node_doca_ofed", "doca_ofed_version", "doca_ofed_profile", "nvidia_peermem_method",
+          ("rdma_k8s_node_doca_ofed", "doca_ofed_version", "doca_ofed_profile", "rdma_k8s_node_gpudirect",
+           "nvidia_peermem_method",
            "nvidia_peermem_persist", "nvidia_peermem_openibd_dropin", "nvidia_peermem_on_conflict",
            "rdma_audit_ofed_version"),
           ("gpudirect",), ("layers", "modules", "drivers", "gpus", "devices", "kernel_cmdline", "persisted"),

@@ -144,9 +144,11 @@ def write_state_file(node, desired, sriov_results):
     path.write_text(text, encoding="utf-8")
 
 
-def converge(mp, node, desired, facts):
-    """Run every module as the roles do (``facts``: the node's rdma_facts before, what the roles read); ``[(layer,
-    main, args)]`` of the calls made."""
+def converge(mp, node, desired, facts=None):
+    """Run every module as the roles do (``facts``: the node's rdma_facts before, what the roles read; read here when
+    not given); ``[(layer, main, args)]`` of the calls made."""
+    if facts is None:
+        facts = facts_of(mp, node)
     made, sriov_results = [], []
     for layer, main, args in module_calls(desired, facts):
         args = dict(args, host_root=str(node.root))

@@ -14,7 +14,7 @@ Moved from ``_audit`` and judged as before:
 
 New with the room:
 
-* ``gpudirect.config`` (when GPUs exist): nvidia_peermem's planner (:func:`plan.plan`) on ``layers.drivers.observed``
+* ``gpudirect.config`` (when GPUs exist and ``rdma_k8s_node_gpudirect`` puts the role in provisioning): nvidia_peermem's planner (:func:`plan.plan`) on ``layers.drivers.observed``
   with the options roles/nvidia_peermem passes it (``nvidia_peermem_method``, ``_persist``, ``_openibd_dropin``,
   ``_on_conflict``; the module's own files): ``ok`` when it has nothing to do, ``drift`` with its actions as the
   evidence (``planned: [...]``), ``fail`` where the module refuses (no GPUDirect path, DMA-BUF impossible, an override
@@ -28,6 +28,8 @@ before (no ``gpudirect.config``).  A section or facts of another shape give ``un
 from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
+
+from ansible.module_utils.common.validation import check_type_bool
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError, RdmaNodeError
@@ -232,8 +234,12 @@ def role_options(desired):
 
 
 def config_check(section, desired):
-    """``gpudirect.config``: nvidia_peermem's plan on the section's planner input, or None when not judged."""
+    """``gpudirect.config``: nvidia_peermem's plan on the section's planner input, or None when not judged: no GPUs,
+    or the nvidia_peermem role is not part of this node's provisioning (``rdma_k8s_node_gpudirect``, opt-in as in
+    playbooks/provision.yml; ``gpudirect.path`` still says whether the GPUs have a GPUDirect path)."""
     if desired is None or not section.get("gpus") or "observed" not in section:
+        return None
+    if not check_type_bool(desired.get("rdma_k8s_node_gpudirect") or False):  # a value of another kind: TypeError
         return None
     try:
         params = role_options(desired)

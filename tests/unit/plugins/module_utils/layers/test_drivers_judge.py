@@ -66,7 +66,8 @@ def section(host, commands=_Commands(), gpus=("0000:1b:00.0",)):
 
 
 def desired(**overrides):
-    out = dict(role_defaults())
+    """The audit's desired state: the roles' defaults, with the nvidia_peermem role in provisioning."""
+    out = dict(role_defaults(), rdma_k8s_node_gpudirect=True)
     out.update(overrides)
     return out
 
@@ -266,6 +267,21 @@ def test_no_config_without_gpus_desired_state_or_planner_input(tmp_path):
     assert "gpudirect.config" not in by_id(_judge.judge(room, desired()))
     room["observed"] = None
     assert config(_judge.judge(room, desired()))["status"] == "unknown"
+
+
+@pytest.mark.parametrize("opted_in", (None, False, "false", "no", 0))
+def test_no_config_when_the_nvidia_peermem_role_is_not_provisioned(tmp_path, opted_in):
+    """rdma_k8s_node_gpudirect is opt-in (playbooks/provision.yml): without it the role's configuration is not
+    judged; gpudirect.path still says whether the GPUs have a GPUDirect path."""
+    checks = by_id(_judge.judge(section(node(tmp_path, OPENIBD)), desired(rdma_k8s_node_gpudirect=opted_in)))
+    assert "gpudirect.config" not in checks and "gpudirect.path" in checks
+    assert "gpudirect.config" in by_id(_judge.judge(section(node(tmp_path, OPENIBD)), desired(rdma_k8s_node_gpudirect="yes")))
+
+
+def test_a_gpudirect_switch_of_another_kind_is_unknown_not_a_crash(tmp_path):
+    found = by_id(_judge.judge(section(node(tmp_path, OPENIBD)), desired(rdma_k8s_node_gpudirect="maybe")))
+    [check] = found["gpudirect.config"]
+    assert check["status"] == "unknown", check
 
 
 def test_docs_list_gpudirect_config():
