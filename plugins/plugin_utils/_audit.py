@@ -322,13 +322,17 @@ def _section(layer, facts):
 
 
 def _room_inventory_checks(hosts):
-    """Each room's judgement across the inventory (``inventory_judge``: the health layer's firmware consistency)."""
+    """Each room's judgement across the inventory (``inventory_judge``: the health layer's firmware consistency).
+    Every host with facts takes part (a VF GUID is unique on the fabric whether or not its host audits SR-IOV: a
+    host that leaves the layer out of ``rdma_audit_layers`` still owns its GUIDs and its firmware); only the hosts
+    that audit the layer get its checks."""
     for layer in _layers.LAYERS:
         if layer.inventory_judge is None:
             continue
-        sections = dict((name, _section(layer, host["facts"]))
-                        for name, host in hosts.items() if host["facts"] is not None and layer.name in host["layers"])
+        sections = dict((name, _section(layer, host["facts"])) for name, host in hosts.items() if host["facts"] is not None)
         for name, found in sorted(layer.inventory_judge(sections).items()):
+            if layer.name not in hosts[name]["layers"]:
+                continue
             for check in found:
                 hosts[name]["checks"].append({
                     "id": check["id"], "layer": layer_of(check["id"]), "subject": check.get("subject"),

@@ -14,7 +14,8 @@ Moved from ``_audit`` and judged as before:
 
 New with the room:
 
-* ``gpudirect.config`` (when GPUs exist and ``rdma_k8s_node_gpudirect`` puts the role in provisioning): nvidia_peermem's planner (:func:`plan.plan`) on ``layers.drivers.observed``
+* ``gpudirect.config`` (when GPUs exist and ``rdma_k8s_node_gpudirect`` puts the role in provisioning):
+  nvidia_peermem's planner (:func:`plan.plan`) on ``layers.drivers.observed``
   with the options roles/nvidia_peermem passes it (``nvidia_peermem_method``, ``_persist``, ``_openibd_dropin``,
   ``_on_conflict``; the module's own files): ``ok`` when it has nothing to do, ``drift`` with its actions as the
   evidence (``planned: [...]``), ``fail`` where the module refuses (no GPUDirect path, DMA-BUF impossible, an override

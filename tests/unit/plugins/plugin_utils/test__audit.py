@@ -369,6 +369,19 @@ def test_inventory_duplicate_guids_and_odd_mtu(rendered):
     json.dumps(report)  # the report is plain JSON
 
 
+def test_a_host_that_does_not_audit_sriov_still_owns_its_guids(rendered):
+    """GUIDs are unique on the fabric: b leaves SR-IOV out of its audit but its VFs carry a's GUIDs (a cloned node),
+    so a's sriov.guid_inventory fails naming b, and b gets no SR-IOV check."""
+    one = converge(rendered["dgx-h100"], sriov={"mlx5_0": 2})
+    want = desired(sriov_pfs=[{"rdma_device": "mlx5_0", "num_vfs": 2}])
+    without_sriov = [layer for layer in NODE_LAYERS if layer != "sriov"]
+    report = _audit.audit({"a": {"facts": one, "desired": want, "layers": NODE_LAYERS},
+                           "b": {"facts": copy.deepcopy(one), "desired": want, "layers": without_sriov}})
+    dup = by_key(report["hosts"]["a"]["checks"])[("sriov.guid_inventory", None)]
+    assert dup["status"] == "fail" and dup["live"]["also_on"] == ["b"]
+    assert not [c for c in report["hosts"]["b"]["checks"] if c["layer"] == "sriov"]
+
+
 def test_worst_order():
     assert _audit.worst([]) == "ok"
     assert _audit.worst(["ok", "drift"]) == "drift"
