@@ -16,6 +16,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils import _secureboot
 REPO = pathlib.Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
 STOP = "Stop before any change when the node is not ready for DOCA-OFED"
+UNREADABLE = "drivers_unreadable"
 CASES = {
     "sb_no_key": (b"\x01", {}),
     "sb_key_missing": (b"\x01", {"doca_ofed_mok_signing_key": "/etc/MOK.priv", "doca_ofed_mok_certificate": "/etc/MOK.der"}),
@@ -40,6 +41,12 @@ def messages(tmp_path_factory):
         (root / "etc").mkdir()
         (root / "etc" / "MOK.priv").write_text("key\n", encoding="utf-8")
         hosts[name] = dict({"ansible_connection": "local", "doca_ofed_host_root": str(root)}, **extra)
+    # a node whose driver stack rdma_facts cannot read (modules-load.d is a link loop: the drivers layer's reader
+    # fails, the rest of the facts come back): the role stops at its facts task, not in a template error later
+    unreadable = tmp_path / UNREADABLE
+    (unreadable / "etc").mkdir(parents=True)
+    (unreadable / "etc" / "modules-load.d").symlink_to("modules-load.d")
+    hosts[UNREADABLE] = {"ansible_connection": "local", "doca_ofed_host_root": str(unreadable)}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}), encoding="utf-8")
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{
@@ -62,6 +69,8 @@ def messages(tmp_path_factory):
         ran = [t["task"]["name"] for t in tasks if name in t["hosts"] and not t["hosts"][name].get("skipped")]
         assert not [t for t in ran if "DKMS sign" in t or "Install" in t], "nothing is written before the checks"
         out[name] = failed[0]["hosts"][name]["msg"]
+    out[UNREADABLE] = [(t["task"]["name"].split(" : ")[-1], t["hosts"][UNREADABLE]) for t in tasks
+                       if t["hosts"].get(UNREADABLE, {}).get("failed")]
     return out
 
 
@@ -83,3 +92,10 @@ def test_secure_boot_off_or_check_disabled_is_no_reason(messages, case):
     msg = messages[case]
     assert "Secure Boot" not in msg and "MOK" not in msg
     assert "is refused" in msg, "the other checks still ran: " + msg
+
+
+def test_a_driver_stack_rdma_facts_cannot_read_stops_the_role_at_its_facts_task(messages):
+    [(task, result)] = messages[UNREADABLE]
+    assert task == "Read the driver stack before any change (ofed_info, running modules, DKMS, kernel headers)"
+    assert result["ansible_facts"]["rdma"]["drivers"] is None
+    assert [p for p in result["ansible_facts"]["rdma"]["problems"] if p["path"] == "layers.drivers"], result

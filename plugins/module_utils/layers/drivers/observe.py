@@ -17,6 +17,8 @@ devices' drivers and the GPUs; every file is read once.
 
 from __future__ import absolute_import, annotations, division, print_function
 
+import re
+
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _ofed, _persisted
@@ -25,6 +27,8 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import obs
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import _Discovery
 
 MODULE = _gpudirect.MODULE
+#: the modprobe our openibd drop-in runs (:func:`_gpudirect.render_openibd_dropin`)
+_DROPIN_MODPROBE = re.compile(r"^ExecStartPost=-(/\S*/modprobe) %s$" % MODULE, re.M)
 MODULES_LOAD_DIR = "/etc/modules-load.d"
 DROPIN_DIR = "/etc/systemd/system/openibd.service.d"
 #: the files nvidia_peermem owns by default (the role does not change them)
@@ -68,7 +72,7 @@ def _driver(host, problems):
 def collect(host, commands, conf=CONF_FILE, dropin=DROPIN_FILE, ofed=None, problems=None):
     """What nvidia_peermem's planner reads: ``{"nvidia", "release", "ofed" ({installed, flavor, version,
     running_version}), "peermem_loaded", "openibd", "modprobe_path" (the ``modprobe`` found on the node, None when
-    none; absent without ``commands``), "files" ({path: FileState or the error reading it} of ``conf`` and
+    none; absent without ``commands``), "dropin_modprobe" (:func:`dropin_modprobe`), "files" ({path: FileState or the error reading it} of ``conf`` and
     ``dropin``), "modprobe" (``[[path, directives]]`` of every modprobe.d file in kmod's order with its lines about
     nvidia_peermem), "cmdline" (``/proc/cmdline``), "modprobe_problems", "dropins" (openibd.service's drop-ins in
     systemd's order, ``[[path, ExecStartPost entries]]``, or the error listing them), "dropin_problems"}``.
@@ -88,6 +92,7 @@ def collect(host, commands, conf=CONF_FILE, dropin=DROPIN_FILE, ofed=None, probl
     }
     if commands is not None:
         observed["modprobe_path"] = commands.find("modprobe")
+    observed["dropin_modprobe"] = dropin_modprobe(host, observed["files"][dropin])
     modprobe_problems, dropin_problems = [], []
     layers = _persisted.modprobe_facts(_persisted.modprobe_layers(_persisted.Reader(host, modprobe_problems)),
                                        (MODULE,))
@@ -98,6 +103,21 @@ def collect(host, commands, conf=CONF_FILE, dropin=DROPIN_FILE, ofed=None, probl
                                for path, entries in _gpudirect.openibd_dropins(host, problems=dropin_problems)]),
         dropin_problems=dropin_problems)
     return observed
+
+
+def dropin_modprobe(host, state):
+    """The modprobe our existing drop-in runs when it is an executable on the node, else None.  The planner keeps
+    it: which modprobe a run finds depends on its PATH (sudo's secure_path has /sbin first, systemd's and a pod's
+    /host view /usr/sbin), so rewriting the drop-in with the found one would make two runs disagree for ever."""
+    if isinstance(state, RdmaNodeError) or not state.exists or not state.content:
+        return None
+    found = _DROPIN_MODPROBE.search(state.content)
+    if found is None:
+        return None
+    try:
+        return found.group(1) if host.is_executable(found.group(1)) else None
+    except RdmaNodeError:
+        return None
 
 
 def _file_facts(state):

@@ -118,7 +118,8 @@ def plan(params, observed, diff=False):
     want_dropin = params["openibd_dropin"] == "always" or (params["openibd_dropin"] == "auto" and openibd)
     if method == "peermem":
         contents = {conf: _gpudirect.render_modules_load(),
-                    dropin: _gpudirect.render_openibd_dropin(observed["modprobe_path"] or DEFAULT_MODPROBE)
+                    dropin: _gpudirect.render_openibd_dropin(observed.get("dropin_modprobe") or observed["modprobe_path"]
+                                                             or DEFAULT_MODPROBE)
                     if want_dropin else None}
     else:
         contents = {conf: None, dropin: None}

@@ -218,6 +218,30 @@ def test_config_drift_is_the_plan_and_provisioned_is_ok(tmp_path):
     assert config(_judge.judge(section(host), desired(nvidia_peermem_persist=False)))["status"] == "ok"
 
 
+@pytest.mark.parametrize("dropin_names, executable", [
+    ("/sbin/modprobe", True),              # sudo's secure_path found /sbin/modprobe: kept
+    ("/opt/gone/sbin/modprobe", False),    # names a modprobe the node no longer has: rewritten
+])
+def test_the_drop_ins_modprobe_is_kept_whatever_path_a_run_finds(tmp_path, dropin_names, executable):
+    """Which modprobe a run finds depends on its PATH (the role under RHEL's sudo: /sbin first; the systemd timer and
+    the DaemonSet's /host view: /usr/sbin). The drop-in the role wrote with one must not be drift for the other (it
+    never cleared: helper-49's review): a drop-in naming an executable modprobe is kept; one naming a missing
+    modprobe is rewritten with the found one."""
+    host = node(tmp_path, provisioned(dropin_names), links={"/sbin": "usr/sbin"})
+    modprobe = tmp_path / "usr/sbin/modprobe"
+    modprobe.parent.mkdir(parents=True)
+    modprobe.write_text("#!/bin/sh\n", encoding="utf-8")
+    modprobe.chmod(0o755)
+    (tmp_path / "sys/module/nvidia_peermem").mkdir(parents=True)
+    assert host.is_executable(dropin_names) is executable
+    check = config(_judge.judge(section(host, _Commands("/usr/sbin/modprobe")), desired()))
+    if executable:
+        assert check["status"] == "ok", check
+    else:
+        assert check["status"] == "drift" and check["detail"] == "planned: %s" % [
+            {"action": "update_file", "target": DROPIN, "mode": "0644"}], check
+
+
 def test_config_on_the_open_modules_removes_the_peermem_files(tmp_path):
     host = node(tmp_path, {CONF: "nvidia_peermem\n"}, banner=OPEN)
     check = config(_judge.judge(section(host), desired()))
