@@ -356,6 +356,11 @@ def host_layers(value):
     return list(value), []
 
 
+# what facts of another shape raise in a judgement outside the rooms (the rooms guard their own): that host is
+# unknown, the others are judged
+_MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError)
+
+
 @gc_paused
 def audit(hosts, generated=None):
     """The inventory report.  ``hosts`` = ``{name: {"facts": dict|None, "desired": dict|None,
@@ -364,9 +369,15 @@ def audit(hosts, generated=None):
     for name in sorted(hosts):
         spec = hosts[name]
         layers, option_errors = host_layers(spec.get("layers"))
-        work[name] = {"facts": spec.get("facts"), "layers": layers,
-                      "checks": audit_host(spec.get("facts"), spec.get("desired"), layers, spec.get("error"),
-                                           option_errors),
+        facts, error = spec.get("facts"), spec.get("error")
+        try:
+            checks = audit_host(facts, spec.get("desired"), layers, error, option_errors)
+            summary = _host_summary(facts)
+            _mtu_groups(facts or {})  # the inventory's MTU comparison reads them
+        except _MALFORMED as exc:  # facts of another shape (a stale or edited facts cache): this host is unknown
+            facts, error = None, "its rdma_facts result has another shape (%s: %s)" % (type(exc).__name__, exc)
+            checks, summary = audit_host(None, spec.get("desired"), layers, error, option_errors), None
+        work[name] = {"facts": facts, "layers": layers, "checks": checks, "summary": summary,
                       "desired_mode": "facts_only" if spec.get("desired") is None else "desired"}
     _inventory_checks(work)
     out_hosts = {}
@@ -375,7 +386,7 @@ def audit(hosts, generated=None):
         counts = Counter(c["status"] for c in host["checks"])
         totals.update(counts)
         status = worst(c["status"] for c in host["checks"])
-        summary = _host_summary(host["facts"])
+        summary = host["summary"]
         out_hosts[name] = {
             "status": status, "counts": dict((s, counts.get(s, 0)) for s in STATUSES),
             "audit": host["desired_mode"], "layers": host["layers"], "summary": summary,

@@ -528,3 +528,17 @@ def test_no_vf_attrs_check_without_desired_attributes(rendered):
     _with_vf_admin(facts, "mlx5_0", {1: {"link_state": "disable"}})
     check = by_key(_audit.audit_host(facts, ib, NODE_LAYERS))[("sriov.vf_attrs", "mlx5_0")]
     assert (check["status"], check["detail"]) == ("drift", "VF 1: link_state differ")
+
+
+@pytest.mark.parametrize("facts", [{"drivers": "x"}, {"persisted": [1]}, {"problems": "oops"}, {"devices": "x"},
+                                   {"problems": [1]}, {"mtu": [], "devices": [{"netdevs": ["a"]}]}])
+def test_facts_of_another_shape_make_that_host_unknown_not_the_report_fail(rendered, facts):
+    """A host whose registered facts have another shape (an edited or stale facts cache) is unknown with the reason;
+    the other hosts are judged (the whole report used to fail with AttributeError)."""
+    good = converge(rendered["dgx-h100"])
+    report = _audit.audit({"bad": {"facts": facts, "desired": None, "layers": NODE_LAYERS},
+                           "good": {"facts": good, "desired": None, "layers": NODE_LAYERS}})
+    bad = report["hosts"]["bad"]
+    assert bad["status"] == "unknown" and bad["summary"] is None
+    assert all(c["status"] == "unknown" and "another shape" in c["detail"] for c in bad["checks"]), bad["checks"]
+    assert report["hosts"]["good"]["checks"] and report["hosts"]["good"]["summary"]
