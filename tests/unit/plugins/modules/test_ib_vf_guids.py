@@ -226,7 +226,10 @@ def test_write_faults_restore_previous_guids(monkeypatch, tmp_path, flavour, fau
         run(monkeypatch, sim, netdev="ibp24s0", scheme="list", guids=[old % i for i in range(1, 4)])
         before = admin(sim)
         sim.call(dict(fault, cmd="fault_add", op="write", count=1))
-        failure = run(monkeypatch, sim, netdev="ibp24s0", timeout=1, expect=ModuleFail)
+        # a hang needs the short timeout to end; an errno fault must not meet it while the restore runs on a loaded
+        # machine (a CI run saw the restore's own write time out after 1 s)
+        timeout = 1 if fault.get("action") == "hang" else 60
+        failure = run(monkeypatch, sim, netdev="ibp24s0", timeout=timeout, expect=ModuleFail)
         assert message in failure["msg"], failure["msg"]
         assert "previous GUIDs restored" in failure["msg"] or "no GUID had been changed yet" in failure["msg"]
         assert admin(sim) == before
