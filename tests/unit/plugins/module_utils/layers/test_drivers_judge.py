@@ -26,6 +26,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers impor
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from unit.plugins.modules.realworld_trees import DOCA_MODPROBE, build
+from unit.plugins.module_utils.layers.hostile import DROP, mutated
 
 REPO = pathlib.Path(__file__).resolve().parents[5]
 PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05  Tue Oct  8 03:22:07 UTC 2024\n"
@@ -321,7 +322,6 @@ def test_a_section_that_is_not_a_mapping_is_unknown(value):
     assert [(c["id"], c["status"]) for c in checks] == [("drivers.facts", "unknown")]
 
 
-_DROP = object()
 _HOSTILE = [
     (("modules",), "mlx5_core"), (("modules",), [1, None]), (("devices",), ["mlx5_0"]), (("devices",), [None]),
     (("devices",), {"name": "mlx5_0"}), (("gpus",), 5), (("ofed",), []), (("ofed",), "x"), (("ofed", "dkms_failed"), ["x"]),
@@ -329,7 +329,7 @@ _HOSTILE = [
     (("gpudirect", "openibd_dropins"), "x"), (("observed",), "x"), (("observed",), []), (("observed", "files"), None),
     (("observed", "files", CONF), "x"), (("observed", "files", CONF), {"exists": True, "mode": "0644"}),
     (("observed", "modprobe"), [None]), (("observed", "modprobe"), [["/etc/modprobe.d/a.conf", [None]]]),
-    (("observed", "dropins"), [[1]]), (("observed", "ofed"), None), (("observed", "ofed"), _DROP),
+    (("observed", "dropins"), [[1]]), (("observed", "ofed"), None), (("observed", "ofed"), DROP),
     (("observed", "nvidia"), "550"), (("observed", "errors"), ["nvidia"]), (("observed", "cmdline"), 7),
     (("observed", "release"), 6), (("observed", "modprobe_problems"), "x"), (("observed", "peermem_loaded"), None),
 ]
@@ -342,13 +342,7 @@ def test_facts_of_another_shape_never_raise(tmp_path, path, value):
     room = section(node(tmp_path, dict(OPENIBD, **{"/etc/modprobe.d/zz.conf": "blacklist nvidia_peermem\n"})))
     room["devices"] = [{"name": "mlx5_0", "driver": "mlx5_core"}]
     room["ofed"]["dkms_failed"] = [{"module": "mlnx-ofed-kernel", "state": "failed"}]
-    target = room
-    for key in path[:-1]:
-        target = target[key]
-    if value is _DROP:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
+    room = mutated(room, path, value)
     for wanted in (desired(nvidia_peermem_method="peermem", rdma_audit_ofed_version="24.10",
                            rdma_k8s_node_doca_ofed=True), None):
         checks = _judge.judge(copy.deepcopy(room), wanted)

@@ -20,6 +20,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from unit.plugins.module_utils.layers.hostile import DROP, mutated
 
 REPO = pathlib.Path(__file__).resolve().parents[5]
 BDF = "0000:18:00.0"
@@ -338,21 +339,8 @@ def test_a_pf_the_facts_could_not_read_is_unknown_whatever_names_it():
     assert checks["sriov.config"]["status"] == "fail" and checks["sriov.num_vfs"]["status"] == "fail"
 
 
-def _mutated(section, path, value):
-    section = copy.deepcopy(section)
-    target = section
-    for key in path[:-1]:
-        target = target[key]
-    if value is _DROP:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return section
-
-
-_DROP = object()
 _HOSTILE_FACTS = [
-    (("observed", "pfs"), []), (("observed", "pfs", BDF, "state"), _DROP), (("observed", "pfs", BDF, "netdevs"), None),
+    (("observed", "pfs"), []), (("observed", "pfs", BDF, "state"), DROP), (("observed", "pfs", BDF, "netdevs"), None),
     (("observed",), "x"), (("observed", "pfs", BDF, "state", "totalvfs"), "8"),
     (("observed", "pfs", BDF, "in_use"), {"0": "x"}), (("observed", "pool_file"), None),
     (("observed", "operator"), None), (("observed", "pfs", BDF, "guids"), []), (("pfs", 0, "numvfs"), "2"),
@@ -368,7 +356,7 @@ def test_facts_of_another_shape_never_raise(path, value, ib):
     base = _section(_ib_entry(), NO_OPERATOR, NO_POOL) if ib else _section(_entry(numvfs=2))
     spec = {"netdev": "ibp24s0" if ib else "ens1f0", "num_vfs": 2, "vf_defaults": {"trust": True}}
     try:
-        section = _mutated(base, path, value)
+        section = mutated(base, path, value)
     except (KeyError, IndexError, TypeError):
         pytest.skip("the path does not exist in this section")
     checks = _judge.judge(section, {"sriov_pfs": [spec], "sriov_export_operator_pool": True})
