@@ -25,7 +25,6 @@ from functools import wraps
 from ansible.module_utils.common.validation import check_type_bool
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import judge as _drivers_judge
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
 
 SCHEMA_VERSION = 1
@@ -36,9 +35,6 @@ _RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
 LAYERS = (_layers.FACTS_LAYER,) + _layers.names()
 # PCIe distance classes of nvidia-smi topo, best first
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
-# the drivers layer's (a room: module_utils/layers/drivers/judge.py), kept here for their readers
-RDMA_USER_MODULES = _drivers_judge.RDMA_USER_MODULES
-PEERMEM_DROPIN = _drivers_judge.PEERMEM_DROPIN
 
 
 # The inventory variables the audit reads as the desired state: the layers' own (the provisioning roles' variables,

@@ -12,6 +12,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl.observ
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._persisted import persisted_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import observe as _drivers_observe
 from unit.plugins.modules.realworld_trees import (
     DEBIAN12_LINKS, DEBIAN12_SYSCTL, DOCA_MODPROBE, EKS_AL2023_SYSCTL, OPERATOR_MODPROBE, build, corpus, operator_modprobe,
 )
@@ -38,7 +39,7 @@ def provisioned(extra=None, links=None):
     files = {SYSCTL_FILE: _sysctl.render(settings), NETNS_CONF_FILE: _netns.render_conf("exclusive"),
              "/etc/modules-load.d/nvidia-peermem.conf": _gpudirect.render_modules_load(),
              "/etc/systemd/system/openibd.service": "[Service]\nExecStart=/etc/init.d/openibd start\n",
-             _audit.PEERMEM_DROPIN: _gpudirect.render_openibd_dropin("/usr/sbin/modprobe"),
+             _drivers_observe.DROPIN_FILE: _gpudirect.render_openibd_dropin("/usr/sbin/modprobe"),
              "/proc/driver/nvidia/version": PROPRIETARY, "/proc/sys/kernel/osrelease": "6.1.0-28-amd64\n"}
     files.update(DOCA_MODPROBE)
     files.update(extra or {})
