@@ -25,6 +25,10 @@ from functools import wraps
 from ansible.module_utils.common.validation import check_type_bool
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
+# the topology room's PCIe classes (the choices of rdma_audit_gpu_nic_max_class, checked below) and MTU groups (read
+# of every host for the room's inventory judgement)
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology import judge as _topology
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology.judge import AFFINITY_ORDER
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
 
 SCHEMA_VERSION = 1
@@ -33,8 +37,6 @@ STATUSES = ("ok", "drift", "fail", "unknown")
 _RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
 # the facts pseudo-layer, then every layer of the registry (module_utils/layers/_registry.py), in its order
 LAYERS = (_layers.FACTS_LAYER,) + _layers.names()
-# PCIe distance classes of nvidia-smi topo, best first
-AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 # The inventory variables the audit reads as the desired state: the layers' own (the provisioning roles' variables,
@@ -108,112 +110,6 @@ class _Checks(object):
         })
 
 
-# -- topology, MTU, cgroup ------------------------------------------------------------------------------------------
-def _closest_first(item):
-    """Sort key of ``(nic, class)`` pairs: the best PCIe class first (unknown classes last), then the NIC name."""
-    nic, cls = item
-    return (AFFINITY_ORDER.index(cls) if cls in AFFINITY_ORDER else len(AFFINITY_ORDER), nic)
-
-
-def _topology(checks, facts, desired):
-    devices = dict((d["name"], d) for d in facts.get("devices") or [])
-    matrix = facts.get("gpu_nic_affinity") or {}
-    limit = (desired or {}).get("rdma_audit_gpu_nic_max_class", "PXB")
-    expected = (desired or {}).get("rdma_audit_gpu_nic_map") or {}
-    for gpu in facts.get("gpus") or []:
-        row = matrix.get(gpu["pci_address"]) or {}
-        row = dict((nic, cls) for nic, cls in row.items() if not (devices.get(nic) or {}).get("is_vf"))
-        if not row:
-            continue
-        nic = expected.get(gpu["pci_address"])
-        if nic:
-            cls = row.get(nic)
-        else:
-            nic, cls = min(row.items(), key=_closest_first)
-        if cls is None:
-            checks.add("topology.gpu_nic", "unknown", subject=gpu["pci_address"], desired=limit, live={nic: None},
-                       detail="no affinity for the expected NIC %s" % nic)
-            continue
-        good = cls in AFFINITY_ORDER and AFFINITY_ORDER.index(cls) <= AFFINITY_ORDER.index(limit)
-        checks.add("topology.gpu_nic", "ok" if good else "fail", subject=gpu["pci_address"],
-                   desired="%s or better" % limit, live={nic: cls},
-                   remedy="put the GPU and its NIC behind one PCIe switch, map the GPU to a closer NIC "
-                          "(rdma_audit_gpu_nic_map), or accept %s with rdma_audit_gpu_nic_max_class" % cls,
-                   detail=None if good else "NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL (default PXB); "
-                                            "across %s it copies through host memory" % cls)
-        gpu_numa = gpu.get("numa_node")
-        nic_numa = (devices.get(nic) or {}).get("numa_node")
-        online = (facts.get("numa_nodes") or {}).get("online") or []
-        if len(online) > 1:
-            if gpu_numa is None or nic_numa is None:
-                checks.add("topology.numa", "unknown", subject=gpu["pci_address"], live={"gpu": gpu_numa, nic: nic_numa},
-                           detail="the firmware reports no NUMA node (numa_node = -1)")
-            else:
-                checks.add("topology.numa", "ok" if gpu_numa == nic_numa else "fail", subject=gpu["pci_address"],
-                           desired="same NUMA node", live={"gpu": gpu_numa, nic: nic_numa},
-                           remedy="use a NIC on NUMA node %s for this GPU" % gpu_numa)
-
-
-def _link_layers(device):
-    return set(p.get("link_layer") for p in device.get("ports") or [])
-
-
-def _mtu_groups(facts):
-    """``{link_layer: {netdev: mtu}}`` of the RDMA PFs' netdevs."""
-    out = {}
-    mtu = facts.get("mtu") or {}
-    for device in facts.get("devices") or []:
-        if device.get("is_vf"):
-            continue
-        layer = sorted(_link_layers(device) - {None}) or ["unknown"]
-        for netdev in device.get("netdevs") or []:
-            if netdev in mtu:
-                out.setdefault(layer[0], {})[netdev] = mtu[netdev]
-    return out
-
-
-def _mtu(checks, facts, desired):
-    want = (desired or {}).get("rdma_audit_mtu")
-    for layer, values in sorted(_mtu_groups(facts).items()):
-        if any(v is None for v in values.values()):
-            checks.add("mtu.node", "unknown", subject=layer, live=values, detail="an MTU could not be read")
-            continue
-        distinct = sorted(set(values.values()))
-        if want and layer == "Ethernet":
-            status = "ok" if distinct == [int(want)] else "drift"
-            checks.add("mtu.node", status, subject=layer, desired=int(want), live=values,
-                       remedy="set the MTU of the RDMA netdevs to %s (network configuration)" % want)
-        else:
-            checks.add("mtu.node", "ok" if len(distinct) == 1 else "drift", subject=layer, desired="one MTU",
-                       live=values, remedy="give every %s RDMA netdev the same MTU" % layer,
-                       detail=None if len(distinct) == 1 else "RDMA netdevs of one node with MTUs %s" % distinct)
-
-
-def _cgroup(checks, facts):
-    limited = {}
-    for cgroup, devices in sorted((facts.get("rdma_cgroup") or {}).items()):
-        for device, limits in sorted(devices.items()):
-            small = dict((k, v) for k, v in limits.items() if v != "max")
-            if small:
-                limited.setdefault(cgroup, {})[device] = small
-    checks.add("cgroup.rdma", "ok" if not limited else "drift", desired="max", live=limited or "max",
-               remedy="remove the rdma.max limits (echo '<dev> hca_handle=max hca_object=max' > rdma.max)",
-               detail=None if not limited else "RDMA cgroup limits cap the verbs objects of the pods below them")
-
-
-# -- driver ---------------------------------------------------------------------------------------------------------
-def _topology_layer(checks, facts, desired):
-    _topology(checks, facts, desired)
-    _mtu(checks, facts, desired)
-    _cgroup(checks, facts)
-
-
-# the judge of each layer of the registry that is not yet a room (a test holds them to the registry)
-_JUDGES = {
-    "topology": _topology_layer,
-}
-
-
 def option_problems(desired):
     """The audit's own per-host options (inventory values the role's run_once check does not see) that are not
     what the role's argument spec allows: ``(problems, desired without them)``; pure."""
@@ -270,10 +166,7 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
     for layer in _layers.LAYERS:
         if layer.name not in layers:
             continue
-        if layer.judge is None:
-            _JUDGES[layer.name](checks, facts, desired)
-            continue
-        # a room: its own judgement of its own facts (the module's planner run on them)
+        # every layer is a room: its own judgement of its own section of the facts
         section = _section(layer, facts)  # facts without the room's section: from their other keys
         if section is None:
             continue  # facts of an older collection version, or its observer failed (a facts.read problem)
@@ -283,48 +176,27 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
     return checks.items
 
 
-def _inventory_checks(hosts):
-    """Checks that need every host: one RDMA MTU per link layer; then the rooms' (VF GUIDs unique across the
-    inventory: the sriov room's)."""
-    by_layer = {}
-    for name, host in hosts.items():
-        if host["facts"] is None:
-            continue
-        for layer, values in _mtu_groups(host["facts"]).items():
-            for mtu in values.values():
-                if mtu is not None:
-                    by_layer.setdefault(layer, Counter())[mtu] += 1
-    for name, host in hosts.items():
-        if host["facts"] is None or "topology" not in host["layers"]:
-            continue
-        for layer, values in sorted(_mtu_groups(host["facts"]).items()):
-            common = by_layer.get(layer)
-            if not common or len(common) < 2:
-                continue
-            majority = common.most_common(1)[0][0]
-            odd = dict((n, m) for n, m in values.items() if m is not None and m != majority)
-            host["checks"].append(_inventory_check(
-                "mtu.inventory", "drift" if odd else "ok", majority, odd or values,
-                "give the RDMA netdevs the inventory's MTU %s" % majority, subject=layer))
-    _room_inventory_checks(hosts)
-
-
 def _section(layer, facts):
-    """A room's section of one host's facts: ``layers.<name>``, else (facts without it) from their older keys."""
-    section = (facts.get("layers") or {}).get(layer.name)
+    """A room's section of one host's facts: ``layers.<name>``, else (facts without it) from their older keys; a room
+    without an observer (topology) has no ``layers.<name>``: always from the keys it judges."""
+    section = (facts.get("layers") or {}).get(layer.name) if layer.observe is not None else None
     if section is None and layer.legacy_ref is not None:
         section = layer.legacy_section(facts)
     return section
 
 
-def _room_inventory_checks(hosts):
-    """Each room's judgement across the inventory (``inventory_judge``: the health layer's firmware consistency).
-    Every host with facts takes part (a VF GUID is unique on the fabric whether or not its host audits SR-IOV: a
-    host that leaves the layer out of ``rdma_audit_layers`` still owns its GUIDs and its firmware); only the hosts
-    that audit the layer get its checks."""
-    for layer in _layers.LAYERS:
-        if layer.inventory_judge is None:
-            continue
+# the rooms with an inventory judgement, in the order their checks join a host's: the registry's, except that the
+# topology room's mtu.inventory comes first, where the audit put it before topology was a room
+_INVENTORY_ROOMS = tuple(sorted((layer for layer in _layers.LAYERS if layer.inventory_judge_ref is not None),
+                                key=lambda layer: layer.name != "topology"))
+
+
+def _inventory_checks(hosts):
+    """Each room's judgement across the inventory (``inventory_judge``: one RDMA MTU per link layer, VF GUIDs
+    unique, one firmware per NIC model, ...).  Every host with facts takes part (a VF GUID is unique on the fabric
+    whether or not its host audits SR-IOV: a host that leaves the layer out of ``rdma_audit_layers`` still owns its
+    GUIDs, its MTUs and its firmware); only the hosts that audit the layer get its checks."""
+    for layer in _INVENTORY_ROOMS:
         sections = dict((name, _section(layer, host["facts"])) for name, host in hosts.items() if host["facts"] is not None)
         for name, found in sorted(layer.inventory_judge(sections).items()):
             if layer.name not in hosts[name]["layers"]:
@@ -337,11 +209,6 @@ def _room_inventory_checks(hosts):
                     "detail": check.get("detail")})
 
 
-def _inventory_check(check_id, status, desired, live, remedy, subject=None):
-    return {"id": check_id, "layer": layer_of(check_id), "subject": subject, "status": status, "desired": desired,
-            "live": live, "persisted": None, "remedy": remedy if status != "ok" else None, "detail": None}
-
-
 def host_layers(value):
     """``(layers, option errors)`` of one host's ``rdma_audit_layers``: every layer when unset; a value that is not
     a list of layer names fails that host (``facts.options``) and audits every layer."""
@@ -352,7 +219,8 @@ def host_layers(value):
     return list(value), []
 
 
-# what facts of another shape raise in a judgement outside the rooms (the rooms guard their own): that host is
+# what facts of another shape raise in a judgement that does not turn them into unknown checks itself (the topology
+# room's, which judges the discovery's keys as the audit did before it was a room) or in the summary: that host is
 # unknown, the others are judged
 _MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError)
 
@@ -369,7 +237,7 @@ def audit(hosts, generated=None):
         try:
             checks = audit_host(facts, spec.get("desired"), layers, error, option_errors)
             summary = _host_summary(facts)
-            _mtu_groups(facts or {})  # the inventory's MTU comparison reads them
+            _topology.mtu_groups(facts or {})  # the topology room's inventory judgement reads them of every host
         except _MALFORMED as exc:  # facts of another shape (a stale or edited facts cache): this host is unknown
             facts, error = None, "its rdma_facts result has another shape (%s: %s)" % (type(exc).__name__, exc)
             checks, summary = audit_host(None, spec.get("desired"), layers, error, option_errors), None

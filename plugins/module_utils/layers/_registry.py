@@ -6,7 +6,7 @@
 Derived from :data:`LAYERS` (tests/unit/plugins/plugin_utils/test__layers.py holds the YAML consumers to it):
 
 * the audit's layer list, the desired-state variables it reads and the check-id prefixes of each layer
-  (plugin_utils/_audit.py), and which layer judges in which order;
+  (plugin_utils/_audit.py), and each layer's judgement (every layer is a room) in registry order;
 * the roles whose defaults are the desired state where a host sets nothing (plugins/filter/rdma_audit.py);
 * the variables ``rdma_audit_gather`` resolves per host (its default ``desired_vars``);
 * the ``rdma_audit_layers`` choices of the rdma_audit role's argument spec, and the order of the layers in
@@ -49,12 +49,14 @@ _Layer = namedtuple("Layer", (
     "check_prefixes",  # check-id prefixes judged in this layer besides its name (``gpudirect.path`` -> drivers)
     "facts_keys",      # the keys of ansible_facts.rdma the audit judges it with
     "docs",            # where it is documented
-    # a layer built as a room (plugins/module_utils/layers/<name>/) brings its own observer and judgement:
-    "observe",         # host -> its facts, which rdma_facts returns as ansible_facts.rdma.layers.<name>
+    # every layer is a room (plugins/module_utils/layers/<name>/): its judgement, and its observer unless it judges
+    # facts rdma_facts already returns (topology: the discovery's top-level keys)
+    "observe",         # host -> its facts, which rdma_facts returns as ansible_facts.rdma.layers.<name> (None: none)
     "judge_ref",       # "<room module>:<function>": (its facts, desired or None) -> the audit's checks of the layer
     "inventory_judge_ref",  # "<room module>:<function>": ({host: its facts or None}) -> {host: [checks]} (None: none)
     "runs_tools",      # its observer runs node tools: rdma_facts calls observe(host, commands) (mlxconfig)
-    "legacy_ref",      # "<room module>:<function>": facts without layers.<name> (an older collection) -> its section
+    "legacy_ref",      # "<room module>:<function>": facts without layers.<name> (an older collection; always for a
+                       # room without an observer) -> its section
 ), defaults=(None, None, None, False, None))
 
 
@@ -148,7 +150,8 @@ LAYERS = (
     Layer("topology", "GPU-NIC affinity, MTU and the RDMA cgroup (judged, not provisioned)", (),
           ("rdma_audit_gpu_nic_max_class", "rdma_audit_gpu_nic_map", "rdma_audit_mtu"),
           ("mtu", "cgroup"), ("gpus", "devices", "gpu_nic_affinity", "numa_nodes", "mtu", "rdma_cgroup"),
-          "docs/audit.md#checks"),
+          "docs/audit.md#checks", judge_ref="topology.judge:judge", inventory_judge_ref="topology.judge:inventory_judge",
+          legacy_ref="topology.judge:section_of"),
     Layer("health", "PCIe links, ACS, RDMA ports, error counters and firmware (judged, not provisioned)", (),
           ("rdma_audit_port_rate", "rdma_audit_counter_thresholds", "rdma_audit_expected_gpus", "rdma_audit_expected_nics"),
           (), ("layers",), "docs/health.md", observe=_health_observe.facts,
@@ -207,7 +210,7 @@ def provision_roles():
 
 
 def rooms():
-    """The layers built as rooms (their own observer and judgement), in registry order."""
+    """The rooms with an observer (``rdma_facts`` returns their ``layers.<name>``), in registry order."""
     return tuple(layer for layer in LAYERS if layer.observe is not None)
 
 

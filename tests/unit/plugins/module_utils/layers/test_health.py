@@ -156,7 +156,8 @@ def test_firmware_must_be_one_version_per_model_across_the_inventory(tmp_path):
                                    "22.39.1002 on node-1, node-2")
     assert mixed["node-3"][0]["live"] == {"mlx5_0": "22.36.1010", "mlx5_1": "22.36.1010"}
     assert _registry.by_name("health").inventory_judge is judge.inventory_judge
-    assert all(layer.inventory_judge is None for layer in _registry.LAYERS if layer.name not in ("health", "firmware", "qos", "sriov"))
+    judged_across = ("health", "firmware", "qos", "sriov", "topology")
+    assert all(layer.inventory_judge is None for layer in _registry.LAYERS if layer.name not in judged_across)
 
 
 # -- hostile values ------------------------------------------------------------------------------------------------
