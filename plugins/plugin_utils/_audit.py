@@ -20,16 +20,15 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import gc
 from collections import Counter
+from collections.abc import Mapping
 from functools import wraps
 
 from ansible.module_utils.common.validation import check_type_bool
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
-# the topology room's PCIe classes (the choices of rdma_audit_gpu_nic_max_class, checked below) and MTU groups (read
-# of every host for the room's inventory judgement)
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology import judge as _topology
+# the topology room's PCIe classes (the choices of rdma_audit_gpu_nic_max_class, checked below)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology.judge import AFFINITY_ORDER
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import rdma_topo_matrix
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import topo_matrix
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "drift", "fail", "unknown")
@@ -219,10 +218,20 @@ def host_layers(value):
     return list(value), []
 
 
-# what facts of another shape raise in a judgement that does not turn them into unknown checks itself (the topology
-# room's, which judges the discovery's keys as the audit did before it was a room) or in the summary: that host is
-# unknown, the others are judged
+# what facts of another shape raise in audit_host, in a judgement that does not turn them into unknown checks itself
+# (the topology room's, which judges the discovery's keys as the audit did before it was a room) or in an inventory
+# judgement of the host alone (the topology room's mtu_groups: an MTU that is not an integer raises TypeError): that
+# host is unknown, the others are judged.  The summary raises nothing (it shows what it can read).
 _MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError)
+
+
+def _judge_alone(name, facts):
+    """Each room's inventory judgement of this host alone, for what it raises: the inventory's reads every host's
+    section, whatever the host's layers, so a section it cannot judge (an MTU that is not an integer, VFs that are
+    not a list, ...) makes this host unknown instead of failing the whole report.  About 2% of a host's audit."""
+    if facts is not None:
+        for layer in _INVENTORY_ROOMS:
+            layer.inventory_judge({name: _section(layer, facts)})
 
 
 @gc_paused
@@ -237,7 +246,7 @@ def audit(hosts, generated=None):
         try:
             checks = audit_host(facts, spec.get("desired"), layers, error, option_errors)
             summary = _host_summary(facts)
-            _topology.mtu_groups(facts or {})  # the topology room's inventory judgement reads them of every host
+            _judge_alone(name, facts)
         except _MALFORMED as exc:  # facts of another shape (a stale or edited facts cache): this host is unknown
             facts, error = None, "its rdma_facts result has another shape (%s: %s)" % (type(exc).__name__, exc)
             checks, summary = audit_host(None, spec.get("desired"), layers, error, option_errors), None
@@ -280,20 +289,39 @@ def node_labels(status, summary):
             LABEL_PREFIX + "gpudirect": summary.get("gpudirect") or ("none" if summary.get("gpus") else "no-gpu")}
 
 
+def _listed(value):
+    return value if isinstance(value, (list, tuple)) else []
+
+
+def _mapping(value):
+    return value if isinstance(value, Mapping) else {}
+
+
+def _named(value):
+    return value if isinstance(value, str) else None
+
+
 def _host_summary(facts):
-    """A few facts a reader of the report wants next to the checks (and the GPU-NIC matrix for report.md)."""
+    """A few facts a reader of the report wants next to the checks (and the GPU-NIC matrix for report.md).
+
+    A view, not a judgement: it never raises on facts of another shape (the judges report those, per layer, or the
+    audit makes the host unknown).  A list, a mapping or a name (the netns mode, the GPUDirect path: node labels) of
+    another type reads as absent, a device or GPU that is not a mapping is not counted, and the matrix is drawn from
+    what can be read (``_summary.topo_matrix``: a GPU without an affinity row is a row of ``?``)."""
     if facts is None:
         return None
-    devices = facts.get("devices") or []
-    gpudirect = ((facts.get("drivers") or {}).get("gpudirect") or {}).get("active")
-    if gpudirect is None and "nvidia_peermem" in (facts.get("modules") or []):
+    devices = [d for d in _listed(facts.get("devices")) if isinstance(d, Mapping)]
+    gpus = [g for g in _listed(facts.get("gpus")) if isinstance(g, Mapping)]
+    gpudirect = _mapping(_mapping(facts.get("drivers")).get("gpudirect")).get("active")
+    if gpudirect is None and "nvidia_peermem" in _listed(facts.get("modules")):
         gpudirect = "peermem"
+    affinity = _mapping(facts.get("gpu_nic_affinity"))
     return dict([
         ("rdma_devices", len([d for d in devices if not d.get("is_vf")])),
-        ("vfs", sum(len(d.get("vfs") or []) for d in devices)),
-        ("gpus", len(facts.get("gpus") or [])),
-        ("netns_mode", facts.get("netns_mode")),
-        ("gpudirect", gpudirect),
-        ("gpu_nic_affinity", facts.get("gpu_nic_affinity") or {}),
-        ("topo_matrix", rdma_topo_matrix(facts) if facts.get("gpus") else None),
+        ("vfs", sum(len(_listed(d.get("vfs"))) for d in devices)),
+        ("gpus", len(gpus)),
+        ("netns_mode", _named(facts.get("netns_mode"))),
+        ("gpudirect", _named(gpudirect)),
+        ("gpu_nic_affinity", affinity),
+        ("topo_matrix", topo_matrix(gpus, devices, affinity) if gpus else None),
     ])

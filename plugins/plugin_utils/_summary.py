@@ -4,7 +4,8 @@
 """Text views of ``ansible_facts.rdma`` (from ``rdma.k8s_node.rdma_facts``): the device table and the topology matrix.
 
 Shared by the filters of the same names (plugins/filter/rdma_summary.py, documented in their sidecar files) and the
-audit (plugins/plugin_utils/_audit.py).
+audit (plugins/plugin_utils/_audit.py), whose report summary draws the matrix with :func:`topo_matrix` (the filter's
+input checks are for a filter's input, not for one host's facts of another shape).
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -124,18 +125,43 @@ def rdma_device_table(rdma, include_vfs=True, tabs=False):
 def rdma_topo_matrix(rdma, include_vfs=False, tabs=False, legend=True):
     """The GPU x NIC part of ``nvidia-smi topo -m``: GPU rows, NIC columns, CPU and NUMA affinity, legends."""
     rdma = _facts(rdma, "rdma_topo_matrix")
-    gpus = sorted(rdma["gpus"], key=lambda gpu: _bdf_key(gpu.get("pci_address")))
-    affinity = rdma["gpu_nic_affinity"] or {}
-    nics = [dev for dev in rdma["devices"] if dev.get("pci_address") and (include_vfs or not dev.get("is_vf"))]
+    return topo_matrix(rdma["gpus"], rdma["devices"], rdma["gpu_nic_affinity"], include_vfs, tabs, legend)
+
+
+def _listed(value):
+    return value if isinstance(value, (list, tuple)) else []
+
+
+def _lookup(mapping, key):
+    """``mapping[key]`` or None: also for a key that cannot be one (unhashable)."""
+    try:
+        return mapping.get(key)
+    except TypeError:
+        return None
+
+
+def topo_matrix(gpus, devices, affinity, include_vfs=False, tabs=False, legend=True):
+    """:func:`rdma_topo_matrix` of a host's ``gpus``, ``devices`` and ``gpu_nic_affinity`` (the audit's summary).
+
+    A view, not a judgement: it never raises on values of another shape.  A value that is not a list (``devices``,
+    ``gpus``) or a mapping (``gpu_nic_affinity``, a GPU's row) reads as empty (a GPU without a row is a row of ``?``),
+    a GPU or NIC that is not a mapping is left out, a class or CPU list that is not a string is shown as its text."""
+    gpus = sorted((gpu for gpu in _listed(gpus) if isinstance(gpu, Mapping)),
+                  key=lambda gpu: _bdf_key(gpu.get("pci_address")))
+    affinity = affinity if isinstance(affinity, Mapping) else {}
+    nics = [dev for dev in _listed(devices)
+            if isinstance(dev, Mapping) and dev.get("pci_address") and (include_vfs or not dev.get("is_vf"))]
     nic_labels = ["NIC%d" % i for i in range(len(nics))]
     header = [""] + nic_labels + ["CPU Affinity", "NUMA Affinity"]
     rows = []
     for index, gpu in enumerate(gpus):
-        cells = affinity.get(gpu.get("pci_address")) or {}
+        cells = _lookup(affinity, gpu.get("pci_address"))
+        cells = cells if isinstance(cells, Mapping) else {}
         row = ["GPU%d" % index]
         for nic in nics:
-            row.append(cells.get(nic["name"]) or _UNKNOWN)
-        row.append(gpu.get("local_cpulist") or "N/A")
+            cell = _lookup(cells, nic.get("name"))
+            row.append(str(cell) if cell else _UNKNOWN)
+        row.append(str(gpu.get("local_cpulist") or "N/A"))
         row.append("N/A" if gpu.get("numa_node") is None else str(gpu.get("numa_node")))
         rows.append(row)
     out = [_table(header, rows, tabs)]
@@ -149,5 +175,5 @@ def rdma_topo_matrix(rdma, include_vfs=False, tabs=False, legend=True):
             out.extend("  GPU%d: %s" % (i, gpu.get("pci_address")) for i, gpu in enumerate(gpus))
         if nics:
             out.extend(["", "NIC Legend:", ""])
-            out.extend("  %s: %s" % (label, nic["name"]) for label, nic in zip(nic_labels, nics))
+            out.extend("  %s: %s" % (label, nic.get("name")) for label, nic in zip(nic_labels, nics))
     return "\n".join(out)

@@ -22,7 +22,11 @@ read), so the audit's code has no case of its own for this room and judges exact
 
 Facts of another shape are not turned into ``unknown`` checks here (only a section that is not a mapping is): what
 they raise (TypeError, KeyError, ...) reaches ``_audit.audit``, which makes that host unknown with the reason, as
-it did before the room, and :func:`mtu_groups` is what the audit reads of every host for :func:`inventory_judge`.
+it did before the room; it also runs :func:`inventory_judge` on every host alone first (whatever the host's layers),
+so a host whose MTUs :func:`mtu_groups` cannot group is unknown and the others are judged.  One change from the code
+before the room: MTUs of another type (not an integer, an ``mtu`` that is not a mapping, a link layer that is not a
+name) raise TypeError with the reason, where a string MTU used to be judged (and counted across the inventory) and a
+list to fail the whole report when its host did not audit the layer.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -30,6 +34,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from collections import Counter
+from collections.abc import Mapping
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check
 
@@ -101,20 +106,43 @@ def _topology(checks, section, desired):
 
 
 def _link_layers(device):
-    return set(p.get("link_layer") for p in device.get("ports") or [])
+    layers = set()
+    for port in device.get("ports") or []:
+        layer = port.get("link_layer")
+        if layer is not None and not isinstance(layer, str):
+            raise TypeError("the link layer of a port of %s is %r, not a name" % (device.get("name"), layer))
+        layers.add(layer)
+    return layers
+
+
+def _is_mtu(value):
+    """An MTU as rdma_facts reads it: an integer (a boolean is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def mtu_groups(section):
-    """``{link_layer: {netdev: mtu}}`` of the RDMA PFs' netdevs (a section, or facts: the same keys)."""
+    """``{link_layer: {netdev: mtu}}`` of the RDMA PFs' netdevs (a section, or facts: the same keys); each MTU an
+    integer, or None where it could not be read.
+
+    Facts of another shape raise TypeError: an MTU that is not an integer (a string, a list, a boolean, ...), an
+    ``mtu`` that is not a mapping, a link layer that is not a name (what else they raise, they raised before).  The
+    audit reads this of every host before the inventory judgement (:func:`inventory_judge` of the host alone), so
+    such a host is unknown and left out of it (also when it does not audit the layer), and the room's judgement of
+    the host raises the same."""
     out = {}
     mtu = section.get("mtu") or {}
+    if not isinstance(mtu, Mapping):
+        raise TypeError("mtu is a %s, not a mapping of netdevs to MTUs" % type(mtu).__name__)
     for device in section.get("devices") or []:
         if device.get("is_vf"):
             continue
         layer = sorted(_link_layers(device) - {None}) or ["unknown"]
         for netdev in device.get("netdevs") or []:
             if netdev in mtu:
-                out.setdefault(layer[0], {})[netdev] = mtu[netdev]
+                value = mtu[netdev]
+                if value is not None and not _is_mtu(value):
+                    raise TypeError("the MTU of %s is %r, not an integer" % (netdev, value))
+                out.setdefault(layer[0], {})[netdev] = value
     return out
 
 
@@ -164,13 +192,16 @@ def judge(section, desired):
 def inventory_judge(sections):
     """``{host: [mtu.inventory]}``: one RDMA MTU per link layer across the inventory (``sections``: ``{host: its
     section or None}``; every host's MTUs count).  On each host with a link layer whose MTUs differ across the
-    inventory, per link layer: ``drift`` with the netdevs off the most common MTU, else ``ok`` with its MTUs."""
+    inventory, per link layer: ``drift`` with the netdevs off the most common MTU, else ``ok`` with its MTUs.
+
+    Only integer MTUs count (an unreadable one, None, does not): :func:`mtu_groups` raises on any other value, and
+    the audit leaves a host whose MTUs it cannot group out of ``sections`` (that host is unknown)."""
     groups = dict((name, mtu_groups(section)) for name, section in sections.items() if section is not None)
     by_layer = {}
     for found in groups.values():
         for layer, values in found.items():
             for mtu in values.values():
-                if mtu is not None:
+                if _is_mtu(mtu):
                     by_layer.setdefault(layer, Counter())[mtu] += 1
     out = {}
     for name, found in groups.items():
@@ -179,7 +210,7 @@ def inventory_judge(sections):
             if not common or len(common) < 2:
                 continue
             majority = common.most_common(1)[0][0]
-            odd = dict((n, m) for n, m in values.items() if m is not None and m != majority)
+            odd = dict((n, m) for n, m in values.items() if _is_mtu(m) and m != majority)
             out.setdefault(name, []).append(check(
                 "mtu.inventory", "drift" if odd else "ok", layer, majority, odd or values,
                 remedy="give the RDMA netdevs the inventory's MTU %s" % majority))

@@ -530,6 +530,24 @@ def test_no_vf_attrs_check_without_desired_attributes(rendered):
     assert (check["status"], check["detail"]) == ("drift", "VF 1: link_state differ")
 
 
+@pytest.mark.parametrize("layers", [None, ["kernel"]])
+@pytest.mark.parametrize("section", [("sriov", "x"), ("sriov", {"pfs": "x"}), ("sriov", {"pfs": [{"vfs": 5}]}),
+                                     ("sriov", {"pfs": [{"vfs": [{"node_guid": ["x"]}]}]}), ("qos", {"ports": "x"}),
+                                     ("qos", {"ports": {"eth0": {"pfc": [[1]], "trust": ["x"]}}})])
+def test_a_section_an_inventory_judgement_cannot_read_makes_that_host_unknown(rendered, section, layers):
+    """Every room's inventory judgement reads every host's section, whatever the host's layers: one it cannot read
+    makes that host unknown with the reason, the other hosts are judged as without it (the whole report used to fail
+    with TypeError or AttributeError)."""
+    good = converge(rendered["dgx-h100"])
+    alone = _audit.audit({"good": {"facts": copy.deepcopy(good), "desired": None}})["hosts"]["good"]
+    report = _audit.audit({"bad": {"facts": {"layers": dict([section])}, "desired": None, "layers": layers},
+                           "good": {"facts": good, "desired": None}})
+    bad = report["hosts"]["bad"]
+    assert bad["status"] == "unknown" and bad["summary"] is None
+    assert all(c["status"] == "unknown" and "another shape" in c["detail"] for c in bad["checks"]), bad["checks"]
+    assert report["hosts"]["good"] == alone
+
+
 @pytest.mark.parametrize("facts", [{"drivers": "x"}, {"persisted": [1]}, {"problems": "oops"}, {"devices": "x"},
                                    {"problems": [1]}, {"mtu": [], "devices": [{"netdevs": ["a"]}]}])
 def test_facts_of_another_shape_make_that_host_unknown_not_the_report_fail(rendered, facts):

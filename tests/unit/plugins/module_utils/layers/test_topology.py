@@ -4,8 +4,11 @@ provisioned.
 The checks are the ones ``_audit`` made before the layer was a room: a differential test holds the room's judgement
 and its inventory judgement to that code (topology_before.py, kept verbatim as the oracle) on the simulator's
 archetypes as rdma_facts gathers them and on hand-made edge cases (topology_cases.py), exceptions included (facts of
-another shape raise what they raised, and the audit makes that host unknown as before).  Through the audit: its report
-holds the room's checks where it held the old ones, ``mtu.inventory`` first among a host's inventory checks."""
+another shape raise what they raised, and the audit makes that host unknown as before), except MTUs of another type,
+which the room rejects where the code before it judged them or failed the whole report.  Through the audit: its
+report holds the room's checks where it held the old ones, ``mtu.inventory`` first among a host's inventory checks,
+and no host's facts fail the whole report (one of another shape is unknown with the reason, the summary raises
+nothing)."""
 
 import copy
 import json
@@ -15,6 +18,7 @@ import pytest
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology import judge
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import topo_matrix
 
 from unit.plugins.module_utils.layers import topology_before as before
 from unit.plugins.module_utils.layers import topology_cases
@@ -51,6 +55,14 @@ def _section(facts):
     return _registry.by_name("topology").legacy_section(facts)
 
 
+def _rejected(case, name):
+    """The reason the room gives for the MTUs of host ``name`` of ``case`` (a ``mtu-type-`` case's bad hosts), or
+    None: the room rejects them (TypeError) where the code before it judged them or raised something else."""
+    if case.startswith("mtu-type-") and name.startswith("bad"):
+        return topology_cases.MTU_OF_ANOTHER_TYPE[int(case.rsplit("-", 1)[1])][1]
+    return None
+
+
 def test_registry_entry_is_a_room_without_an_observer():
     layer = _registry.by_name("topology")
     assert layer.judge is judge.judge and layer.inventory_judge is judge.inventory_judge
@@ -64,27 +76,38 @@ def test_registry_entry_is_a_room_without_an_observer():
 
 # -- the differential test: the room against the audit's judgement before it ----------------------------------------
 def test_the_rooms_checks_are_the_audits_before(inventories):
-    """Per host: the same checks (ids, subjects, statuses, texts, order), or the same exception."""
-    compared = raised = 0
+    """Per host: the same checks (ids, subjects, statuses, texts, order), or the same exception; MTUs of another type
+    raise TypeError with the reason."""
+    compared = raised = rejected = 0
     for case, name, spec in _hosts(inventories):
         facts = spec["facts"]
         desired = _audit.option_problems(copy.deepcopy(spec["desired"]))[1]
         want = _outcome(before.host_checks, copy.deepcopy(facts), desired)
         want = want if isinstance(want, tuple) else _without_layer(want)
+        if _rejected(case, name):
+            want = ("raised", "TypeError", _rejected(case, name))
+            rejected += 1
         kept = json.dumps(facts, sort_keys=True)
         got = _outcome(judge.judge, _section(facts), desired)
         assert got == want, (case, name)
         assert json.dumps(facts, sort_keys=True) == kept, "the judgement changed the facts"
         compared += 1
         raised += isinstance(got, tuple)
-    assert compared >= 70 and raised >= 10, (compared, raised)
+    assert compared >= 70 and raised >= 10 and rejected == 2 * len(topology_cases.MTU_OF_ANOTHER_TYPE), (
+        compared, raised, rejected)
 
 
 def test_the_rooms_inventory_checks_are_the_audits_before(inventories):
     """Across each inventory: the same mtu.inventory checks on the hosts that audit the layer (every host's MTUs
-    count), or the same exception."""
+    count), or the same exception.  MTUs of another type raise TypeError with the reason (the audit leaves that host
+    out: it is unknown); without those hosts, the same checks."""
     compared = 0
     for case, hosts in sorted(inventories.items()):
+        rejected = [_rejected(case, name) for name in hosts if _rejected(case, name)]
+        if rejected:
+            sections = dict((name, _section(spec["facts"])) for name, spec in hosts.items())
+            assert _outcome(judge.inventory_judge, sections) == ("raised", "TypeError", rejected[0]), case
+            hosts = dict((name, spec) for name, spec in hosts.items() if not _rejected(case, name))
         work = dict((name, {"facts": copy.deepcopy(spec["facts"]), "checks": [],
                             "layers": _audit.host_layers(spec["layers"])[0]}) for name, spec in sorted(hosts.items()))
         want = _outcome(before._inventory_checks, work)  # pylint: disable=protected-access
@@ -105,7 +128,7 @@ def test_the_audit_reports_the_rooms_checks(inventories):
     """The report's topology checks of each host are the room's judgement of the host's section, then the room's
     inventory checks; hosts without facts have topology.facts unknown, hosts that do not audit the layer none."""
     for case, hosts in sorted(inventories.items()):
-        if case.startswith("hostile-"):
+        if case.startswith(("hostile-", "mtu-type-")):
             continue  # below
         report = _audit.audit(copy.deepcopy(hosts))
         sections = dict((name, _section(spec["facts"])) for name, spec in hosts.items() if spec["facts"] is not None)
@@ -136,35 +159,146 @@ def test_mtu_inventory_comes_first_among_a_hosts_inventory_checks(inventories):
     assert {"mtu.inventory", "sriov.guid_inventory", "qos.inventory", "health.firmware"} <= seen
 
 
-def _whole_report_fails(facts):
-    """Facts with which the whole report fails, before the room as after it: GPUs without ``devices`` or
-    ``gpu_nic_affinity`` (the summary's ``rdma_topo_matrix`` raises an error outside ``_MALFORMED``), or an MTU that
-    cannot be counted (a list) on a host that does not audit the layer (the inventory's count raises TypeError)."""
-    if facts.get("gpus") and not ("devices" in facts and "gpu_nic_affinity" in facts):
-        return True
-    groups = _outcome(judge.mtu_groups, facts)
-    return isinstance(groups, dict) and any(isinstance(m, (list, dict)) for v in groups.values() for m in v.values())
+def _alone(hosts, name):
+    """Host ``name``'s part of the report of ``hosts`` without the hosts whose facts are of another shape."""
+    kept = dict((n, spec) for n, spec in hosts.items() if not n.startswith("bad"))
+    return _audit.audit(copy.deepcopy(kept))["hosts"][name]
+
+
+def _unknown_with(host, reason):
+    """The host is unknown (every check, with ``reason``) and has no summary."""
+    assert host["status"] == "unknown" and host["summary"] is None, host
+    assert host["checks"] and all(c["status"] == "unknown" and c["detail"] == (
+        "its rdma_facts result has another shape (%s)" % reason) for c in host["checks"]), host["checks"]
+
+
+def _host_outcome(spec):
+    """What the audit makes of one host alone: its own checks, after every room's inventory judgement of it alone, or
+    what that raised."""
+    def judged():
+        desired = _audit.option_problems(copy.deepcopy(spec["desired"]))[1]
+        checks = _audit.audit_host(spec["facts"], desired, _audit.host_layers(spec["layers"])[0])
+        for layer in _registry.LAYERS:
+            if layer.inventory_judge_ref is not None:
+                layer.inventory_judge({"host": _audit._section(layer, spec["facts"])})  # pylint: disable=protected-access
+        return checks
+    return _outcome(judged)
 
 
 def test_facts_of_another_shape_make_that_host_unknown(inventories):
-    """What the room's judgement raises makes the host unknown with the reason, the other hosts are judged; a host
-    that does not audit the layer is unknown when its MTUs cannot be grouped (the inventory judgement reads them)."""
-    judged = 0
+    """What the room's judgement raises makes the host unknown with the reason, the other host is judged as without
+    it; a host that does not audit the layer is unknown when its MTUs cannot be grouped (the inventory judgement reads
+    them), else judged with a summary of what can be read.  No facts fail the whole report: the summary raises
+    nothing (GPUs without devices or affinity matrix, values of another type)."""
+    judged = unknown = by_the_room = 0
     for case, hosts in sorted(inventories.items()):
         if not case.startswith("hostile-"):
             continue
-        bad = hosts["bad"]["facts"]
-        if _whole_report_fails(bad):
-            continue
         report = _audit.audit(copy.deepcopy(hosts))["hosts"]
-        assert [c for c in report["good"]["checks"] if c["id"] == "cgroup.rdma"], case
-        if isinstance(_outcome(judge.judge, _section(bad), None), tuple):
-            assert report["bad"]["status"] == "unknown" and report["bad"]["summary"] is None, case
-            assert all("another shape" in c["detail"] for c in report["bad"]["checks"]), case
-            judged += 1
-        if isinstance(_outcome(judge.mtu_groups, bad), tuple):
-            assert all("another shape" in c["detail"] for c in report["bad-no-topology"]["checks"]), case
-    assert judged >= 8
+        assert report["good"] == _alone(hosts, "good"), case
+        by_the_room += isinstance(_outcome(judge.judge, _section(hosts["bad"]["facts"]), None), tuple)
+        for name in ("bad", "bad-no-topology"):
+            outcome = _host_outcome(hosts[name])
+            if isinstance(outcome, tuple):
+                _unknown_with(report[name], "%s: %s" % outcome[1:])
+                unknown += 1
+            else:  # judged, with a summary
+                assert report[name]["summary"] is not None, (case, name)
+                assert report[name]["checks"][:len(outcome)] == outcome, (case, name)
+                assert not [c for c in report[name]["checks"] if "another shape" in (c["detail"] or "")], (case, name)
+                judged += 1
+    assert by_the_room >= 15 and unknown >= 20 and judged >= 20, (by_the_room, unknown, judged)
+
+
+def test_mtus_of_another_type_make_that_host_unknown(inventories):
+    """An MTU that is not an integer (a list, a mapping, a string, a boolean, a float), an ``mtu`` that is not a
+    mapping, a link layer that is not a name: that host is unknown with the reason, also when it does not audit the
+    layer (the whole report used to fail on a list, or on two link layers of different types); the others are judged
+    as without it (its MTUs do not count)."""
+    for index, (_facts, reason) in enumerate(topology_cases.MTU_OF_ANOTHER_TYPE):
+        hosts = inventories["mtu-type-%d" % index]
+        report = _audit.audit(copy.deepcopy(hosts))["hosts"]
+        # the host that audits every layer may fail another room's reading first (a list as link layer): its reason
+        _unknown_with(report["bad"], "%s: %s" % _host_outcome(hosts["bad"])[1:])
+        assert _host_outcome(hosts["bad"])[1] == "TypeError", index
+        _unknown_with(report["bad-no-topology"], "TypeError: " + reason)
+        for name in ("good", "odd"):
+            assert report[name] == _alone(hosts, name), (index, name)
+            assert [c["id"] for c in report[name]["checks"]].count("mtu.inventory") == 1, (index, name)
+
+
+@pytest.mark.parametrize("value", ("4092", True, 4092.0, [4092], {"mtu": 4092}))
+def test_only_integer_mtus_count_across_the_inventory(inventories, value):
+    """Two hosts agree on their InfiniBand MTUs; a third that does not audit the layer has one that is not an integer:
+    it is unknown, and the two have no mtu.inventory check (a string used to count as a second MTU, a list or a
+    mapping to fail the whole report; True and 4092.0 made no unknown host)."""
+    facts = copy.deepcopy(inventories["archetype-dgx-h100"]["node"]["facts"])
+    netdev = sorted(judge.mtu_groups(facts)["InfiniBand"])[0]
+    facts["mtu"][netdev] = value
+    hosts = dict((name, {"facts": copy.deepcopy(inventories["archetype-dgx-h100"]["node"]["facts"]), "desired": None,
+                         "layers": None}) for name in ("a", "b"))
+    hosts["c"] = {"facts": facts, "desired": None, "layers": ["kernel"]}
+    report = _audit.audit(hosts)["hosts"]
+    _unknown_with(report["c"], "TypeError: the MTU of %s is %r, not an integer" % (netdev, value))
+    for name in ("a", "b"):
+        assert "mtu.inventory" not in [c["id"] for c in report[name]["checks"]], name
+        assert report[name]["status"] != "unknown", name
+    with pytest.raises(TypeError, match="not an integer"):
+        judge.inventory_judge({"a": _section(hosts["a"]["facts"]), "c": _section(facts)})
+
+
+@pytest.mark.parametrize("mtu", (4092, None, 0, 9000))
+def test_integer_and_unreadable_mtus_are_grouped(mtu):
+    section = _node(mtu={"ib0": mtu, "ib1": 4092, "eth2": 9000})
+    assert judge.mtu_groups(section)["InfiniBand"] == {"ib0": mtu, "ib1": 4092}
+
+
+def test_the_summary_of_gpus_without_devices_or_affinity(inventories):
+    """GPUs the judgement accepts without ``devices`` or ``gpu_nic_affinity`` (rows without NICs): the summary's
+    matrix has one row per GPU without NIC columns, the host is judged (the whole report used to fail with
+    AnsibleTemplatePluginError: rdma_topo_matrix's input check)."""
+    hosts = inventories["hostile-%d" % topology_cases.HOSTILE.index(
+        {"gpus": [{"pci_address": "0000:1b:00.0", "numa_node": 0, "local_cpulist": "0-15"}]})]
+    report = _audit.audit(copy.deepcopy(hosts))["hosts"]
+    for name in ("bad", "bad-no-topology"):
+        summary = report[name]["summary"]
+        assert (summary["gpus"], summary["rdma_devices"], summary["gpu_nic_affinity"]) == (1, 0, {}), name
+        lines = summary["topo_matrix"].splitlines()
+        assert lines[0].split() == ["CPU", "Affinity", "NUMA", "Affinity"] and lines[1].split() == ["GPU0", "0-15", "0"]
+        assert "  GPU0: 0000:1b:00.0" in lines and "NIC Legend:" not in lines
+        assert report[name]["labels"]["rdma.k8s-node.io/gpudirect"] == "none"
+    assert [(c["id"], c["status"]) for c in report["bad"]["checks"] if c["layer"] == "topology"] == [
+        ("cgroup.rdma", "ok")]
+
+
+def test_the_summary_shows_what_it_can_read():
+    """Values of another type in what only the summary reads: absent or their text, never an exception."""
+    facts = {"gpus": [{"pci_address": "0000:1b:00.0", "local_cpulist": 7, "numa_node": "x"}, {"pci_address": "b"},
+                      None, "x"],
+             "devices": [{"name": "m", "pci_address": "p", "vfs": 5}, {"name": "n", "pci_address": "q", "vfs": [1, 2]},
+                         {"name": "v", "pci_address": "r", "is_vf": True}, "x", None],
+             "gpu_nic_affinity": {"0000:1b:00.0": {"m": 3, "n": None, "v": "PIX"}, "b": ["PIX"]},
+             "modules": "nvidia_peermem", "drivers": {"gpudirect": "x"}, "netns_mode": 5}
+    summary = _audit._host_summary(facts)  # pylint: disable=protected-access
+    assert (summary["gpus"], summary["rdma_devices"], summary["vfs"], summary["netns_mode"], summary["gpudirect"]) == (
+        2, 2, 2, None, None)
+    rows = [line.split() for line in summary["topo_matrix"].splitlines()[1:3]]
+    assert rows == [["GPU0", "3", "?", "7", "x"], ["GPU1", "?", "?", "N/A", "N/A"]]
+    assert _audit.node_labels("ok", summary) == {"rdma.k8s-node.io/audit": "ok", "rdma.k8s-node.io/netns-mode": "unknown",
+                                                 "rdma.k8s-node.io/gpudirect": "none"}
+    facts["modules"] = ["nvidia_peermem"]
+    facts["drivers"] = [1]
+    assert _audit._host_summary(facts)["gpudirect"] == "peermem"  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("value", (None, "", "x", 5, True, [], {}, [None], ["x"], {"a": 1}, [{"pci_address": ["u"]}],
+                                   [{"pci_address": "a", "name": ["u"]}], {"a": ["PIX"]}, {"a": {"m": {"x": 1}}}))
+def test_the_matrix_raises_on_nothing(value):
+    """``_summary.topo_matrix`` of any value as GPUs, devices or affinity matrix: text (the filter checks its input
+    first; the audit's summary calls it directly)."""
+    gpus, devices, affinity = [{"pci_address": "a"}], [{"name": "m", "pci_address": "p"}], {"a": {"m": "PIX"}}
+    for args in ((value, devices, affinity), (gpus, value, affinity), (gpus, devices, value)):
+        assert "Legend:" in topo_matrix(*args, include_vfs=True)
 
 
 @pytest.mark.parametrize("section", (None, [], "x", 5))

@@ -2,7 +2,8 @@
 error}}``) built from the simulator's archetypes as rdma_facts gathers them (every room's ``layers.<name>`` too), and
 hand-made edge cases: no GPUs, a class nvidia-smi does not rank, the expected-NIC map, VFs in a GPU's row, unknown
 NUMA nodes, unreadable and mixed MTUs across three hosts, a host without facts, rdma_cgroup limits, facts of another
-shape.  Deterministic: the same archetypes give the same inventories."""
+shape (among them GPUs without devices or affinity matrix, which the summary draws), MTUs of another type.
+Deterministic: the same archetypes give the same inventories."""
 
 import copy
 import json
@@ -160,18 +161,63 @@ def cases(facts):
                               "f": _host(_edited(roce, _with_pfc(3)))}
     out["inventory-one-host"] = {"a": _host(odd)}
     # facts of another shape: that host is unknown, the others are judged (also when it does not audit the layer)
-    hostile = [{"devices": "x"}, {"devices": ["x"]}, {"devices": [None]}, {"mtu": [], "devices": [{"netdevs": ["a"]}]},
-               {"devices": [{"name": "m", "netdevs": 5}]}, {"devices": [{"name": "m", "netdevs": [["a"]]}], "mtu": {"a": 1}},
-               {"devices": [{"name": "m", "ports": [None], "netdevs": []}]}, {"gpus": [{}]}, {"gpus": "x"},
-               {"gpu_nic_affinity": [1], "gpus": [{"pci_address": "a"}]}, {"numa_nodes": "x"},
-               {"gpus": [{}], "devices": [], "gpu_nic_affinity": {}}, {"gpus": "x", "devices": [], "gpu_nic_affinity": {}},
-               {"gpus": [{"pci_address": "a"}], "devices": [], "gpu_nic_affinity": [1]},
-               {"gpus": [{"pci_address": "a"}], "devices": [{"name": "m"}], "gpu_nic_affinity": {"a": {"m": "PIX"}},
-                "numa_nodes": {"online": 5}},
-               {"devices": [{"name": "m", "netdevs": ["a"]}], "mtu": {"a": [1]}},
-               {"rdma_cgroup": {"/": "x"}}, {"rdma_cgroup": {"/": {"mlx5_0": "max"}}}, {"mtu": "x"},
-               {"layers": "x"}, {"layers": {"topology": "x"}}]
-    for index, bad in enumerate(hostile):
+    for index, bad in enumerate(HOSTILE):
         out["hostile-%d" % index] = {"bad": _host(bad), "bad-no-topology": _host(bad, layers=["kernel"]),
                                      "good": _host(dgx)}
+    # MTUs the room no longer judges as the code before it did (which judged a string MTU, or failed the whole report
+    # when the host did not audit the layer): that host is unknown with the reason, whatever its layers
+    for index, (bad, _reason) in enumerate(MTU_OF_ANOTHER_TYPE):
+        out["mtu-type-%d" % index] = {"bad": _host(bad), "bad-no-topology": _host(bad, layers=["kernel"]),
+                                      "good": _host(dgx), "odd": _host(odd)}
     return out
+
+
+#: facts of another shape: what the room's judgement raises (the code before it raised the same) makes that host
+#: unknown; the report's summary raises nothing (GPUs without devices or an affinity matrix, values of another type)
+HOSTILE = [
+    {"devices": "x"}, {"devices": ["x"]}, {"devices": [None]}, {"mtu": [], "devices": [{"netdevs": ["a"]}]},
+    {"devices": [{"name": "m", "netdevs": 5}]}, {"devices": [{"name": "m", "netdevs": [["a"]]}], "mtu": {"a": 1}},
+    {"devices": [{"name": "m", "ports": [None], "netdevs": []}]}, {"gpus": [{}]}, {"gpus": "x"},
+    {"gpu_nic_affinity": [1], "gpus": [{"pci_address": "a"}]}, {"numa_nodes": "x"},
+    {"gpus": [{}], "devices": [], "gpu_nic_affinity": {}}, {"gpus": "x", "devices": [], "gpu_nic_affinity": {}},
+    {"gpus": [{"pci_address": "a"}], "devices": [], "gpu_nic_affinity": [1]},
+    {"gpus": [{"pci_address": "a"}], "devices": [{"name": "m"}], "gpu_nic_affinity": {"a": {"m": "PIX"}},
+     "numa_nodes": {"online": 5}},
+    {"rdma_cgroup": {"/": "x"}}, {"rdma_cgroup": {"/": {"mlx5_0": "max"}}},
+    {"layers": "x"}, {"layers": {"topology": "x"}},
+    # GPUs the judgement accepts (no NIC in their row: no topology.gpu_nic check) without devices or affinity matrix,
+    # or with them None: the summary's matrix has GPU rows without NIC columns (it used to fail the whole report)
+    {"gpus": [{"pci_address": "0000:1b:00.0", "numa_node": 0, "local_cpulist": "0-15"}]},
+    {"gpus": [{"pci_address": "a"}], "devices": None, "gpu_nic_affinity": None},
+    {"gpus": [{"pci_address": "a"}], "devices": [{"name": "m", "pci_address": "p"}]},
+    {"gpus": [{"pci_address": "a"}], "gpu_nic_affinity": {"a": {"m": "PIX"}}},
+    {"gpus": [{"pci_address": "a"}], "devices": "", "gpu_nic_affinity": []},
+    # values of other types the judgement accepts: a class or a CPU list that is not a string, a row that is empty
+    # but not a mapping, VFs or modules that are not lists, a gpudirect that is not a mapping
+    {"gpus": [{"pci_address": "a", "local_cpulist": 5, "numa_node": "x"}, {"pci_address": "b"}],
+     "devices": [{"name": "m", "pci_address": "p", "vfs": 5}, {"name": "n", "pci_address": "q", "vfs": "ab"}],
+     "gpu_nic_affinity": {"a": {"m": 3, "n": ["SYS"]}, "b": []}},
+    {"gpus": [{"pci_address": "a"}, {"pci_address": ["unhashable"]}], "devices": [{"name": "m", "pci_address": "p"}],
+     "gpu_nic_affinity": {"a": {"m": True}}},
+    {"gpus": [{"pci_address": "a"}], "devices": [{"name": "m", "pci_address": "p"}], "gpu_nic_affinity": {"a": {}},
+     "modules": "nvidia_peermem", "drivers": {"gpudirect": "x"}, "netns_mode": 5},
+    {"gpus": True}, {"gpus": {"a": 1}}, {"gpus": [None, "x"]},
+]
+
+#: MTUs (and what groups them) of another type: ``(facts, the reason the audit gives)``
+MTU_OF_ANOTHER_TYPE = [
+    ({"devices": [{"name": "m", "netdevs": ["a"]}], "mtu": {"a": [1]}}, "the MTU of a is [1], not an integer"),
+    ({"devices": [{"name": "m", "netdevs": ["a"]}], "mtu": {"a": {"v": 1}}}, "the MTU of a is {'v': 1}, not an integer"),
+    ({"devices": [{"name": "m", "netdevs": ["a"]}], "mtu": {"a": "4092"}}, "the MTU of a is '4092', not an integer"),
+    ({"devices": [{"name": "m", "netdevs": ["a"]}], "mtu": {"a": True}}, "the MTU of a is True, not an integer"),
+    ({"devices": [{"name": "m", "netdevs": ["a"]}], "mtu": {"a": 4092.0}}, "the MTU of a is 4092.0, not an integer"),
+    ({"devices": [{"name": "m", "netdevs": ["a"], "ports": [{"link_layer": "InfiniBand"}]}], "mtu": {"a": "4092"}},
+     "the MTU of a is '4092', not an integer"),
+    ({"mtu": "x"}, "mtu is a str, not a mapping of netdevs to MTUs"),
+    ({"mtu": ["ibp24s0"], "devices": [{"name": "m", "netdevs": ["ibp24s0"]}]}, "mtu is a list, not a mapping of netdevs to MTUs"),
+    ({"devices": [{"name": "m", "netdevs": ["a"], "ports": [{"link_layer": 5}]},
+                  {"name": "n", "netdevs": ["b"], "ports": [{"link_layer": "InfiniBand"}]}], "mtu": {"a": 1, "b": 2}},
+     "the link layer of a port of m is 5, not a name"),
+    ({"devices": [{"name": "m", "netdevs": ["a"], "ports": [{"link_layer": ["InfiniBand"]}]}], "mtu": {"a": 4092}},
+     "the link layer of a port of m is ['InfiniBand'], not a name"),
+]
