@@ -94,6 +94,18 @@ def _signature(card):
     return tuple(sorted((name, row[1]) for name, row in (card.get("params") or {}).items() if _plan.MANAGED.match(name)))
 
 
+def _compared(card):
+    """Whether a card takes part in the comparison across the inventory: its parameters were read, it names its
+    model, and its managed parameters' current values are texts (what rdma_facts parses from mlxconfig). Signatures
+    of several hosts are sorted together: one host's value of another type must not fail every host's report."""
+    if not (card.get("params") and isinstance(card.get("device_type"), str) and card["device_type"]):
+        return False
+    try:
+        return all(isinstance(value, str) for dummy, value in _signature(card))
+    except (TypeError, IndexError, AttributeError):
+        return False
+
+
 def inventory_judge(hosts):
     """``{host: [checks]}``: ``firmware.inventory[<model>]`` on every host with a card of that model whose parameters
     were read; ``drift`` on the hosts whose managed parameters (Current) differ from the model's most common
@@ -101,7 +113,7 @@ def inventory_judge(hosts):
     seen = {}
     for name, section in hosts.items():
         for card in ((section or {}).get("cards") or {}).values():
-            if card.get("params") and card.get("device_type"):
+            if _compared(card):
                 seen.setdefault(card["device_type"], {}).setdefault(_signature(card), []).append(name)
     out = dict((name, []) for name in hosts)
     common_hosts = {}
@@ -111,7 +123,7 @@ def inventory_judge(hosts):
     for name, section in sorted(hosts.items()):
         mine = {}
         for card in ((section or {}).get("cards") or {}).values():
-            if card.get("params") and card.get("device_type"):
+            if _compared(card):
                 mine.setdefault(card["device_type"], []).append(card)
         for model in sorted(mine):
             configs = seen[model]

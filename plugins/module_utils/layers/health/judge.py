@@ -346,6 +346,13 @@ def judge(section, desired):
     return checks + _pcie_links(section) + _acs(section) + _ports(section, settings) + _counts(section, settings)
 
 
+def _version(nic):
+    """A NIC's ``fw_ver`` when it is a text (what rdma_facts reads), else None (unreadable): versions are compared
+    and sorted across the inventory, and one host's value of another type must not fail every host's report."""
+    value = nic.get("fw_ver")
+    return value if isinstance(value, str) and value else None
+
+
 def model_of(nic):
     """A NIC's model for the firmware comparison: ``hca_type`` (``MT4129``), else the PCI ``vendor:device``."""
     return nic.get("hca_type") or nic.get("pci_id") or None
@@ -373,7 +380,7 @@ def inventory_judge(hosts):
     for name, section in hosts.items():
         for nic in (section or {}).get("nics") or []:
             model = model_of(nic)
-            if model and nic.get("fw_ver"):
+            if model and _version(nic):
                 versions.setdefault(model, {}).setdefault(nic["fw_ver"], set()).add(name)
     out = dict((name, []) for name in hosts)
     # one text per model, made once: with the hosts named in full on every host the report grew with N^2
@@ -384,7 +391,7 @@ def inventory_judge(hosts):
         for nic in (section or {}).get("nics") or []:
             mine.setdefault(model_of(nic) or "unknown model", []).append(nic)
         for model in sorted(mine):
-            live = dict((nic["name"], nic.get("fw_ver")) for nic in mine[model])
+            live = dict((nic["name"], _version(nic)) for nic in mine[model])
             seen = versions.get(model) or {}
             if model == "unknown model" or not seen or any(v is None for v in live.values()):
                 out[name].append(_check("health.firmware", "unknown", model, "one fw_ver per model", live,

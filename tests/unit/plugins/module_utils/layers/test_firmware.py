@@ -412,3 +412,18 @@ def test_the_module_refuses_bad_options(monkeypatch, sim):
         assert "reset_level" in failed["msg"]
         failed = run(monkeypatch, node.root, nics=[{"devices": ["mlx5_7"], "cnp_dscp": 1}], expect=ModuleFail)
         assert "'mlx5_7' is not the PCI address, netdev or RDMA device" in failed["msg"]
+
+
+@pytest.mark.parametrize("bad", [48, 4.8, None, ["48"], True])
+def test_a_parameter_of_another_type_on_one_host_fails_no_other_host(bad):
+    """Signatures are sorted across the inventory: a value that is not a text next to texts raised TypeError and
+    failed every host's report; such a card takes no part in the comparison, the other hosts are judged."""
+    one = _observed()
+    two = copy.deepcopy(one)
+    odd = copy.deepcopy(one)
+    odd["cards"]["0000:18:00"]["params"]["CNP_DSCP_P1"] = ["48", bad, bad]
+    found = judge.inventory_judge({"a": one, "b": two, "c": odd})
+    assert [(c["subject"], c["status"]) for c in found["a"]] == [("ConnectX6DX", "ok"), ("ConnectX7", "ok")]
+    assert [(c["subject"], c["status"]) for c in found["c"]] == [("ConnectX6DX", "ok")]
+    odd["cards"]["0000:18:00"]["device_type"] = 7
+    assert [c["subject"] for c in judge.inventory_judge({"a": one, "c": odd})["c"]] == ["ConnectX6DX"]

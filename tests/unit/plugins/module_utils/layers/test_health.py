@@ -3,6 +3,7 @@
 and firmware of their own), the judge's rules and options, hostile sysfs values, the inventory firmware check, and
 rdma_facts + the audit end to end through the registry alone."""
 
+import copy
 import json
 import pathlib
 import struct
@@ -15,6 +16,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoo
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ParseError
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.health import judge, observe
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import config
 
 REPO = pathlib.Path(__file__).resolve().parents[5]
@@ -302,3 +304,21 @@ def test_pcie_links_parse_each_link_once(tmp_path, monkeypatch):
     # two speeds (current, max) per link end, each read once however many devices' chains it is on
     assert 0 < len(parsed) <= 2 * len(chains)
     assert checks and all(c["status"] == "ok" for c in checks)
+
+
+@pytest.mark.parametrize("bad", [28.39, 2839, ["22.39.1002"], {"v": 1}, True, ""])
+def test_a_firmware_version_of_another_type_on_one_host_fails_no_other_host(tmp_path, bad):
+    """Versions are sorted across the inventory: a float (a YAML-edited facts cache) next to texts raised TypeError
+    and failed every host's report; it is that host's unreadable version (unknown), the others are judged."""
+    same = facts_of(render("roce-cx6dx", tmp_path / "a"))
+    odd = copy.deepcopy(same)
+    odd["nics"][0]["fw_ver"] = bad
+    found = judge.inventory_judge({"node-1": same, "node-2": same, "node-3": odd})
+    assert [(c["subject"], c["status"]) for c in found["node-1"]] == [("MT4125", "ok")]
+    assert [(c["subject"], c["status"]) for c in found["node-3"]] == [("MT4125", "unknown")]
+    # through the audit: the host with the odd value is judged, not the whole report lost
+    report = _audit.audit(dict((name, {"facts": {"layers": {"health": section}}, "desired": None})
+                               for name, section in (("node-1", same), ("node-3", odd))))
+    firmware = dict((name, [c["status"] for c in host["checks"] if c["id"] == "health.firmware"])
+                    for name, host in report["hosts"].items())
+    assert firmware == {"node-1": ["ok"], "node-3": ["unknown"]}
