@@ -21,6 +21,18 @@ def check(check_id, status, subject=None, desired=None, live=None, *, persisted=
             "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail}
 
 
+class Checks(object):
+    """Collects a judgement's checks through ``add()``, in the order and form of ``_audit``'s own collector (the
+    judgements moved from ``_audit`` into the drivers and topology rooms kept that form)."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, check_id, status, desired=None, live=None, persisted=None, remedy=None, detail=None, subject=None):
+        self.items.append(check(check_id, status, subject, desired, live, persisted=persisted, remedy=remedy,
+                                detail=detail))
+
+
 def desired_bool(desired, name, default=True):
     """A role's boolean variable as its module receives it: converted as the argument spec's ``type: bool`` converts
     (``-e rdma_sysctl_live=false`` is the string ``"false"``, which the module takes as False), so a judge plans what

@@ -35,7 +35,7 @@ from ansible.module_utils.common.validation import check_type_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, InputError, RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import FactFiles, MissingFacts, check, role_params
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import Checks, FactFiles, MissingFacts, check, role_params
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.drivers.observe import DROPIN_FILE
 
@@ -73,17 +73,6 @@ def _older_view(section):
                                          for path, directives in observed["modprobe"]]
         view["kernel_cmdline"] = {"args": (observed.get("cmdline") or "").split()}
     return view
-
-
-class _Checks(object):
-    """The checks of the moved judgement, in ``_audit``'s ``add()`` form."""
-
-    def __init__(self):
-        self.items = []
-
-    def add(self, check_id, status, desired=None, live=None, persisted=None, remedy=None, detail=None, subject=None):
-        self.items.append(check(check_id, status, subject, desired, live, persisted=persisted, remedy=remedy,
-                                detail=detail))
 
 
 # -- moved from _audit: drivers.modules, ofed_version, doca_version, ofed_running, dkms, gpudirect.path, override ---
@@ -278,7 +267,7 @@ def judge(section, desired):
         return [check("drivers.facts", "unknown", detail=_malformed(exc))]
     if not isinstance(facts, dict):
         return [check("drivers.facts", "unknown", detail="the facts are not a mapping")]
-    checks = _Checks()
+    checks = Checks()
     for check_id, judged in (("drivers.modules", lambda: _modules(checks, facts)),
                              ("drivers.ofed_version", lambda: _ofed(checks, facts, desired))):
         _guarded(checks, check_id, judged)

@@ -36,7 +36,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from collections import Counter
 from collections.abc import Mapping
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import Checks, check
 
 #: PCIe distance classes of nvidia-smi topo, best first (also the choices of ``rdma_audit_gpu_nic_max_class``)
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -47,17 +47,6 @@ KEYS = ("gpus", "devices", "gpu_nic_affinity", "numa_nodes", "mtu", "rdma_cgroup
 def section_of(facts):
     """The layer's section of one host's facts: the discovery's top-level keys it judges (see the module docstring)."""
     return dict((key, facts.get(key)) for key in KEYS)
-
-
-class _Checks(object):
-    """The checks of the moved judgement, in ``_audit``'s ``add()`` form."""
-
-    def __init__(self):
-        self.items = []
-
-    def add(self, check_id, status, desired=None, live=None, persisted=None, remedy=None, detail=None, subject=None):
-        self.items.append(check(check_id, status, subject, desired, live, persisted=persisted, remedy=remedy,
-                                detail=detail))
 
 
 def _closest_first(item):
@@ -182,7 +171,7 @@ def judge(section, desired):
     if not isinstance(section, dict):
         return [check("topology.facts", "unknown", detail="the layer's section is not a mapping (%s): the layer is not "
                       "judged" % type(section).__name__)]
-    checks = _Checks()
+    checks = Checks()
     _topology(checks, section, desired)
     _mtu(checks, section, desired)
     _cgroup(checks, section)
