@@ -1,4 +1,4 @@
-"""The oracle of the topology room's differential test (test_topology.py): the layer's judgement as
+"""The oracle of the topology room's differential test (test_topology_room.py): the layer's judgement as
 ``plugins/plugin_utils/_audit.py`` made it before the layer was a room (commit 5533e76), copied verbatim: the
 functions below, ``_inventory_checks`` without its last line (the rooms' inventory judgements) and
 ``_inventory_check``.  Only the collector (``_Checks``, without the audit's layer filter), ``layer_of`` and
