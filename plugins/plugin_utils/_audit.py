@@ -28,7 +28,7 @@ from ansible.module_utils.common.validation import check_type_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 # the topology room's PCIe classes (the choices of rdma_audit_gpu_nic_max_class, checked below)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology.judge import AFFINITY_ORDER
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import topo_matrix
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import listed, topo_matrix
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "drift", "fail", "unknown")
@@ -289,10 +289,6 @@ def node_labels(status, summary):
             LABEL_PREFIX + "gpudirect": summary.get("gpudirect") or ("none" if summary.get("gpus") else "no-gpu")}
 
 
-def _listed(value):
-    return value if isinstance(value, (list, tuple)) else []
-
-
 def _mapping(value):
     return value if isinstance(value, Mapping) else {}
 
@@ -310,15 +306,15 @@ def _host_summary(facts):
     what can be read (``_summary.topo_matrix``: a GPU without an affinity row is a row of ``?``)."""
     if facts is None:
         return None
-    devices = [d for d in _listed(facts.get("devices")) if isinstance(d, Mapping)]
-    gpus = [g for g in _listed(facts.get("gpus")) if isinstance(g, Mapping)]
+    devices = [d for d in listed(facts.get("devices")) if isinstance(d, Mapping)]
+    gpus = [g for g in listed(facts.get("gpus")) if isinstance(g, Mapping)]
     gpudirect = _mapping(_mapping(facts.get("drivers")).get("gpudirect")).get("active")
-    if gpudirect is None and "nvidia_peermem" in _listed(facts.get("modules")):
+    if gpudirect is None and "nvidia_peermem" in listed(facts.get("modules")):
         gpudirect = "peermem"
     affinity = _mapping(facts.get("gpu_nic_affinity"))
     return dict([
         ("rdma_devices", len([d for d in devices if not d.get("is_vf")])),
-        ("vfs", sum(len(_listed(d.get("vfs"))) for d in devices)),
+        ("vfs", sum(len(listed(d.get("vfs"))) for d in devices)),
         ("gpus", len(gpus)),
         ("netns_mode", _named(facts.get("netns_mode"))),
         ("gpudirect", _named(gpudirect)),

@@ -128,7 +128,8 @@ def rdma_topo_matrix(rdma, include_vfs=False, tabs=False, legend=True):
     return topo_matrix(rdma["gpus"], rdma["devices"], rdma["gpu_nic_affinity"], include_vfs, tabs, legend)
 
 
-def _listed(value):
+def listed(value):
+    """``value`` when it is a list (or tuple), else an empty list: a view's read of facts of another shape."""
     return value if isinstance(value, (list, tuple)) else []
 
 
@@ -146,10 +147,10 @@ def topo_matrix(gpus, devices, affinity, include_vfs=False, tabs=False, legend=T
     A view, not a judgement: it never raises on values of another shape.  A value that is not a list (``devices``,
     ``gpus``) or a mapping (``gpu_nic_affinity``, a GPU's row) reads as empty (a GPU without a row is a row of ``?``),
     a GPU or NIC that is not a mapping is left out, a class or CPU list that is not a string is shown as its text."""
-    gpus = sorted((gpu for gpu in _listed(gpus) if isinstance(gpu, Mapping)),
+    gpus = sorted((gpu for gpu in listed(gpus) if isinstance(gpu, Mapping)),
                   key=lambda gpu: _bdf_key(gpu.get("pci_address")))
     affinity = affinity if isinstance(affinity, Mapping) else {}
-    nics = [dev for dev in _listed(devices)
+    nics = [dev for dev in listed(devices)
             if isinstance(dev, Mapping) and dev.get("pci_address") and (include_vfs or not dev.get("is_vf"))]
     nic_labels = ["NIC%d" % i for i in range(len(nics))]
     header = [""] + nic_labels + ["CPU Affinity", "NUMA Affinity"]
