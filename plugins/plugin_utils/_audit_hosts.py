@@ -9,7 +9,6 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
-import json
 from collections.abc import Mapping
 
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
@@ -35,13 +34,7 @@ def facts_of(registered):
         return None, "rdma_facts failed: %s" % registered.get("msg", "")
     text = registered.get(FACTS_KEY)
     if text is not None:
-        try:
-            facts = json.loads(text) if isinstance(text, (str, bytes)) else None
-        except ValueError as exc:
-            return None, "rdma_audit_gather returned facts that are not JSON: %s" % exc
-        if not isinstance(facts, dict):
-            return None, "rdma_audit_gather returned facts that are not a JSON object: %s" % type(facts).__name__
-        return facts, None
+        return _audit.decode_facts(text)
     facts = (registered.get("ansible_facts") or {}).get("rdma")
     if not isinstance(facts, Mapping):
         # failed_when: false keeps the host in the play; the module's message says why
@@ -74,7 +67,10 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
     copy = registered is _FROM_VARS
     if copy:
         registered = hvars.get(result_var)
-    facts, error = facts_of(registered)
+    readable = isinstance(registered, Mapping) and not registered.get("failed") and not registered.get("unreachable")
+    text = registered.get(FACTS_KEY) if readable else None
+    # rdma_audit_gather's text is decoded by the audit itself, one host at a time (_audit.audit: "facts_json")
+    facts, error = facts_of(registered) if text is None else (None, None)
     desired = None
     if mode == "desired":
         # rdma_audit_gather (or a per-host set_fact) saw play vars and role params too; hostvars alone see
@@ -86,8 +82,9 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
             given = dict((var, hvars[var]) for var in _audit.DESIRED_VARS if var in hvars)
         desired = dict((var, _plain(given[var]) if given.get(var, UNSET) not in (None, UNSET) else defaults.get(var))
                        for var in _audit.DESIRED_VARS)
-    # facts decoded from rdma_facts_json are this call's own plain data: nothing to copy
-    copy = copy and facts is not None and not (isinstance(registered, Mapping) and registered.get(FACTS_KEY) is not None)
     # a per-host value the role's run_once option check did not see is checked per host (_audit.host_layers)
-    return {"facts": _plain(facts) if copy else facts, "desired": desired,
+    spec = {"facts": _plain(facts) if copy and facts is not None else facts, "desired": desired,
             "layers": _plain(hvars.get("rdma_audit_layers")) or layers, "error": error}
+    if text is not None:
+        spec["facts_json"] = text
+    return spec

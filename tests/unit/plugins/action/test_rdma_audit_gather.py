@@ -10,7 +10,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.rdma.k8s_node.plugins.action import rdma_audit_gather as G
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit_hosts
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_hosts
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 FACTS = {"devices": [{"name": "mlx5_0", "netdevs": ["ibp24s0"], "fw_ver": "28.39.1002"}], "gpus": [],
@@ -160,4 +160,17 @@ def test_both_shapes_give_the_same_host_spec():
     old = _audit_hosts.host_spec({}, "facts_only", [], defaults, registered={"ansible_facts": {"rdma": FACTS}})
     via_vars = _audit_hosts.host_spec({"rdma_audit__facts": {"rdma_facts_json": json.dumps(FACTS)}}, "facts_only", [],
                                       defaults)
-    assert new == old == via_vars and new["facts"] == FACTS
+    # the text is decoded by the audit itself, one host at a time: the spec carries it, and it decodes to the facts
+    assert new == via_vars and new.pop("facts_json") == json.dumps(FACTS) and new["facts"] is None
+    assert dict(new, facts=FACTS) == old and old["facts"] == FACTS
+    assert _audit.audit({"h": dict(new, facts_json=json.dumps(FACTS))}) == _audit.audit({"h": old})
+
+
+def test_a_text_that_is_not_facts_is_that_hosts_unknown_in_the_audit():
+    for text, why in (("{", "not JSON"), ("[1]", "not a JSON object: list")):
+        spec = _audit_hosts.host_spec({}, "facts_only", [], {}, registered={"rdma_facts_json": text})
+        host = _audit.audit({"h": spec, "ok": _audit_hosts.host_spec({}, "facts_only", [], {},
+                                                                     registered={"ansible_facts": {"rdma": FACTS}})})
+        gathered = dict((name, [c["detail"] for c in h["checks"] if c["id"] == "facts.gathered"])
+                        for name, h in host["hosts"].items())
+        assert host["hosts"]["h"]["status"] == "unknown" and why in gathered["h"][0] and gathered["ok"] == []

@@ -22,8 +22,8 @@ BDF = "0000:b1:00.0"  # numa-split: ConnectX-7 on NUMA node 1 (CPUs 16-31,48-63)
 # ---------------------------------------------------------------- parsing real captures
 def test_real_lkml_capture_old_format():
     rows = interrupts.parse_proc_interrupts((REAL / "lkml-2023-01-27-azure-centos7.txt").read_text())
-    assert rows[28]["name"] == "mlx5_comp0@pci:8b76:00:02.0" and rows[28]["counts"][0] == 123648
-    assert rows[24]["name"] == "mlx5_pages_eq@pci:8b76:00:02.0" and len(rows[24]["cpus"]) == 8
+    assert rows[28]["name"] == "mlx5_comp0@pci:8b76:00:02.0" and rows[28]["columns"] == 8
+    assert rows[24]["name"] == "mlx5_pages_eq@pci:8b76:00:02.0" and rows[24]["chip"] == "PCI-MSI-edge"
     assert interrupts.device_irqs(rows, "8b76:00:02.0") == [24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 35]
     assert interrupts.device_irqs(rows, "83a4:00:02.0")[0] == 36
     assert 0 in rows and "NMI" not in str(sorted(rows))
@@ -34,7 +34,7 @@ def test_real_grep_capture_per_device_msix_chip():
     rows = interrupts.parse_proc_interrupts(" " * 11 + "".join("CPU%-8d" % c for c in range(12)) + "\n" + text)
     assert rows[98]["chip"] == "IR-PCI-MSIX-0000:01:00.0" and rows[98]["name"] == "mlx5_async0@pci:0000:01:00.0"
     assert interrupts.device_irqs(rows, "0000:01:00.1") == [101, 102]
-    assert len(interrupts.device_irqs(rows, "0000:01:00.0")) == 13 and rows[114]["counts"][8] == 1024467
+    assert len(interrupts.device_irqs(rows, "0000:01:00.0")) == 13 and rows[114]["columns"] == 12
 
 
 def test_real_igb_capture_old_format_names_without_addresses():
@@ -42,7 +42,7 @@ def test_real_igb_capture_old_format_names_without_addresses():
     assert [(n, rows[n]["name"], rows[n]["pci"]) for n in range(34, 39)] == [
         (34, "eth6", None), (35, "eth6-TxRx-0", None), (36, "eth6-TxRx-1", None), (37, "eth6-TxRx-2", None),
         (38, "eth6-TxRx-3", None)]
-    assert rows[35]["chip"] == "PCI-MSI-edge" and rows[35]["counts"] == [2225098459, 0, 1495607346, 0]
+    assert rows[35]["chip"] == "PCI-MSI-edge" and rows[35]["columns"] == 4
     assert rows[19]["name"] == "skge@pci:0000:05:00.0" and rows[19]["chip"] == "IO-APIC-fasteoi"
     assert rows[7]["name"] == "" and rows[41]["name"] == "eth0"  # a row with no handler name; r8169's one vector
     # only skge names an address: by name, /proc/interrupts finds nothing of the I350 at 0000:01:00.0
