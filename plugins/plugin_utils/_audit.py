@@ -276,7 +276,6 @@ def audit(hosts, generated=None):
         except _MALFORMED as exc:  # facts of another shape (a stale or edited facts cache): this host is unknown
             error = "its rdma_facts result has another shape (%s: %s)" % (type(exc).__name__, exc)
             checks, summary, sections = audit_host(None, spec.get("desired"), layers, error, option_errors), None, None
-        facts = None  # this host's decoded facts are no longer needed: only its inventory sections are kept
         work[name] = {"sections": sections, "layers": layers, "checks": checks, "summary": summary,
                       "desired_mode": "facts_only" if spec.get("desired") is None else "desired"}
     _inventory_checks(work)

@@ -21,17 +21,25 @@ FACTS_KEY = "rdma_facts_json"
 MODES = ("desired", "facts_only")
 
 
+def _failure(registered):
+    """Why a registered result holds no facts at all (not a result, unreachable, failed), or None."""
+    if not isinstance(registered, Mapping):
+        return "rdma_facts did not run on this host (it failed or was unreachable before the audit)"
+    if registered.get("unreachable"):
+        return "unreachable: %s" % registered.get("msg", "")
+    if registered.get("failed"):
+        return "rdma_facts failed: %s" % registered.get("msg", "")
+    return None
+
+
 def facts_of(registered):
     """``(facts, error)`` from the registered result of one host: ``rdma_audit_gather``'s (the facts as the JSON
     text ``rdma_facts_json``), or ``rdma_facts``' own (``ansible_facts.rdma``, where
     ``rdma_audit_gather`` returned them too before it returned ``rdma_facts_json``).
     The facts decoded from text are a new object: the caller may keep them as they are."""
-    if not isinstance(registered, Mapping):
-        return None, "rdma_facts did not run on this host (it failed or was unreachable before the audit)"
-    if registered.get("unreachable"):
-        return None, "unreachable: %s" % registered.get("msg", "")
-    if registered.get("failed"):
-        return None, "rdma_facts failed: %s" % registered.get("msg", "")
+    error = _failure(registered)
+    if error is not None:
+        return None, error
     text = registered.get(FACTS_KEY)
     if text is not None:
         return _audit.decode_facts(text)
@@ -67,8 +75,7 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
     copy = registered is _FROM_VARS
     if copy:
         registered = hvars.get(result_var)
-    readable = isinstance(registered, Mapping) and not registered.get("failed") and not registered.get("unreachable")
-    text = registered.get(FACTS_KEY) if readable else None
+    text = registered.get(FACTS_KEY) if _failure(registered) is None else None
     # rdma_audit_gather's text is decoded by the audit itself, one host at a time (_audit.audit: "facts_json")
     facts, error = facts_of(registered) if text is None else (None, None)
     desired = None
