@@ -62,6 +62,17 @@ def release_sha256(release, name):
     raise RuntimeError("InRelease lists no %s" % name)
 
 
+def packages_index(suite):
+    """The text of the suite's main/binary-amd64/Packages, its InRelease signature and SHA256 checked."""
+    with tempfile.TemporaryDirectory(prefix="debian-index.") as tmp:
+        release = verified_release(suite, pathlib.Path(tmp))
+    member = "main/binary-amd64/Packages.xz"
+    packed = fetch("%s/dists/%s/%s" % (MIRROR, suite, member))
+    if sha256(packed) != release_sha256(release, member):
+        raise RuntimeError("%s %s: SHA256 differs from InRelease" % (suite, member))
+    return lzma.decompress(packed).decode("utf-8", "replace")
+
+
 def stanza(packages, package):
     for block in packages.split("\n\n"):
         fields = {}
@@ -92,12 +103,7 @@ def main(argv):
     with tempfile.TemporaryDirectory(prefix="debian-containerd.") as tmp:
         work = pathlib.Path(tmp)
         for suite in suites:
-            release = verified_release(suite, work)
-            member = "main/binary-amd64/Packages.xz"
-            packed = fetch("%s/dists/%s/%s" % (MIRROR, suite, member))
-            if sha256(packed) != release_sha256(release, member):
-                raise RuntimeError("%s %s: SHA256 differs from InRelease" % (suite, member))
-            fields = stanza(lzma.decompress(packed).decode("utf-8", "replace"), "containerd")
+            fields = stanza(packages_index(suite), "containerd")
             if not fields or not of_line(fields["Version"], line):
                 continue
             deb = fetch("%s/%s" % (MIRROR, fields["Filename"]))

@@ -1,8 +1,10 @@
 """node_vm verify: what the real kernel and the real kubelet show after converge and side_effect.yml.
 
-side_effect.yml ends with a power cycle, so everything here came back by itself: the VFs from the sriov boot unit,
-the kubelet's managers from its configuration and the checkpoints it wrote after kubelet_topology removed the
-refused ones.
+side_effect.yml ends with a power cycle into a newer kernel (step 8, exclusive.yml), so everything here came back by
+itself: the VFs from the sriov boot unit, the kubelet's managers from its configuration and the checkpoints it wrote
+after kubelet_topology removed the refused ones, and RDMA netns mode exclusive from rdma_netns' files.  What steps 7
+and 8 saw of their pods (the shared-mode pod is retired by step 8, the exclusive-mode one is removed by the kubelet)
+they kept in /var/lib/rdma-vm.
 """
 
 import json
@@ -89,25 +91,58 @@ def test_the_faults_left_no_fault_behind(host):
     assert not host.file("/etc/systemd/system/kubelet.service.d/90-test-fault.conf").exists
 
 
+def memlock_and_devices(spec):
+    """(RLIMIT_MEMLOCK soft and hard, effective capabilities, device paths) of `crictl inspect` output."""
+    process = spec["info"]["runtimeSpec"]["process"]
+    # crictl prints the spec's uint64 through a float: 2**64 - 1 comes out as 18446744073709552000
+    memlock = [(float(r["soft"]), float(r["hard"])) for r in process["rlimits"] if r["type"] == "RLIMIT_MEMLOCK"]
+    devices = [d["path"] for d in spec["info"]["runtimeSpec"]["linux"]["devices"]]
+    return memlock, process["capabilities"]["effective"], devices
+
+
 def test_the_device_plugin_registered_its_resource_with_the_kubelet(host):
-    assert host.service("rdma-shared-dp").is_running
-    checkpoint = json.loads(host.file("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint").content_string)
+    # step 7's evidence, kept before step 8 retired the plugin and its pod
+    checkpoint = json.loads(host.file("/var/lib/rdma-vm/shared-pod-checkpoint.json").content_string)
     entries = checkpoint["Data"]["PodDeviceEntries"]
     assert [entry["ResourceName"] for entry in entries] == ["rdma/hca_shared_devices_a"], entries
     assert "rdma/hca_shared_devices_a" in checkpoint["Data"]["RegisteredDevices"]
-    # the plugin's own check of the RDMA subsystem's netns mode (it exits on exclusive) passed on this node
-    log = host.check_output("journalctl -u rdma-shared-dp -b --no-pager -o cat")
+    # the plugin's own check of the RDMA subsystem's netns mode (it exits on exclusive) passed on the shared node
+    log = host.file("/var/lib/rdma-vm/shared-dp.log").content_string
     assert "All servers started." in log, log[-2000:]
 
 
-def test_the_rdma_pod_runs_with_an_rdma_device_and_unlimited_memlock(host):
-    cid = host.check_output("crictl ps --name '^rdma$' --state running -q")
-    assert cid
-    spec = json.loads(host.check_output("crictl inspect %s", cid))
-    process = spec["info"]["runtimeSpec"]["process"]
-    # crictl prints the spec's uint64 through a float: 2**64 - 1 comes out as 18446744073709552000
-    memlock = [(r["soft"], r["hard"]) for r in process["rlimits"] if r["type"] == "RLIMIT_MEMLOCK"]
-    assert [(float(soft), float(hard)) for soft, hard in memlock] == [(float(2 ** 64 - 1), float(2 ** 64 - 1))], memlock
-    assert "CAP_IPC_LOCK" not in process["capabilities"]["effective"]
-    devices = [d["path"] for d in spec["info"]["runtimeSpec"]["linux"]["devices"]]
+def test_the_rdma_pod_ran_with_an_rdma_device_and_unlimited_memlock(host):
+    memlock, capabilities, devices = memlock_and_devices(
+        json.loads(host.file("/var/lib/rdma-vm/shared-pod-inspect.json").content_string))
+    assert memlock == [(float(2 ** 64 - 1), float(2 ** 64 - 1))], memlock
+    assert "CAP_IPC_LOCK" not in capabilities
     assert any(path.startswith("/dev/infiniband/uverbs") for path in devices), devices
+
+
+def test_the_node_booted_the_newer_kernel_in_exclusive_mode_with_the_collections_settings(host):
+    # step 8: Debian's backported kernel, installed after rdma_netns persisted exclusive mode
+    release = host.check_output("uname -r")
+    assert int(release.split(".")[0]) >= 7, release
+    assert host.check_output("rdma system show").startswith("netns exclusive")
+    assert host.file("/sys/module/ib_core/parameters/netns_mode").content_string.strip() == "N"
+    assert "options ib_core netns_mode=0" in host.file("/etc/modprobe.d/rdma-k8s-node-ib_core.conf").content_string
+    assert re.search(r"(^| )ib_core\.netns_mode=0( |$)", host.file("/proc/cmdline").content_string)
+    # the new kernel's initramfs (its postinst generated it) carries the collection's file: ib_core loads there
+    listing = host.check_output("lsinitramfs /boot/initrd.img-%s", release)
+    assert "etc/modprobe.d/rdma-k8s-node-ib_core.conf" in listing.split()
+    assert "ib_core.ko" in listing
+
+
+def test_the_exclusive_pod_had_an_rdma_device_of_its_own_and_unlimited_memlock(host):
+    spec = json.loads(host.file("/var/lib/rdma-vm/exclusive-pod-inspect.json").content_string)
+    memlock, capabilities, devices = memlock_and_devices(spec)
+    assert memlock == [(float(2 ** 64 - 1), float(2 ** 64 - 1))], memlock
+    assert "CAP_IPC_LOCK" not in capabilities
+    # the one device node the play handed over, as a device plugin's allocation would
+    infiniband = [path for path in devices if path.startswith("/dev/infiniband/")]
+    assert len(infiniband) == 1 and re.match(r"/dev/infiniband/uverbs[0-9]+$", infiniband[0]), devices
+    # the sandbox's own network namespace, which containerd pinned for the CNI (a host-network pod has none)
+    sandbox = json.loads(host.file("/var/lib/rdma-vm/exclusive-sandbox-inspect.json").content_string)
+    namespaces = sandbox["info"]["runtimeSpec"]["linux"]["namespaces"]
+    assert [n["path"] for n in namespaces if n["type"] == "network"][0].startswith("/var/run/netns/cni-"), namespaces
+    assert sandbox["status"]["network"]["ip"] == "10.81.0.21"
