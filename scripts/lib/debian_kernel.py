@@ -71,8 +71,9 @@ def main(argv):
         return 2
     cache, suite = pathlib.Path(argv[1]), argv[2]
     flavour = argv[3] if len(argv) == 4 else "amd64"
-    for done in sorted(cache.glob("kernel-*-" + flavour)):
-        if (done / COMPLETE).is_file():
+    for done in sorted(cache.glob("kernel-*")):
+        # kernel-7.3.4+deb13-amd64 is of flavour amd64, kernel-7.3.4+deb13-cloud-amd64 of cloud-amd64
+        if done.name.split("-", 2)[-1] == flavour and (done / COMPLETE).is_file():
             print(done)
             return 0
     abi, wanted = kernel_packages(packages_index(suite), flavour)

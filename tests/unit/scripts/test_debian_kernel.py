@@ -110,6 +110,9 @@ def test_a_complete_download_is_used_without_the_network(tmp_path, capsys, monke
     done.mkdir()
     (done / "ABI").write_text("7.3.4+deb13-amd64\n")
     (tmp_path / "kernel-7.2.12+deb13-amd64").mkdir()       # an interrupted download: no ABI file
+    cloud = tmp_path / "kernel-7.3.4+deb13-cloud-amd64"    # another flavour
+    cloud.mkdir()
+    (cloud / "ABI").write_text("7.3.4+deb13-cloud-amd64\n")
 
     def no_network(*args):
         raise AssertionError("fetched %s" % (args,))
@@ -117,6 +120,8 @@ def test_a_complete_download_is_used_without_the_network(tmp_path, capsys, monke
     monkeypatch.setattr(dk, "packages_index", no_network)
     assert dk.main(["debian_kernel.py", str(tmp_path), "trixie-backports"]) == 0
     assert capsys.readouterr().out == "%s\n" % done
+    assert dk.main(["debian_kernel.py", str(tmp_path), "trixie-backports", "cloud-amd64"]) == 0
+    assert capsys.readouterr().out == "%s\n" % cloud
 
 
 def test_a_download_lands_whole_with_its_sources(tmp_path, capsys, monkeypatch):
