@@ -19,6 +19,7 @@ try:
 finally:
     sys.path.remove(str(LIB))
 
+# (a backslash joins the image's Depends line, one line in the index)
 PACKAGES = """Package: linux-base-7.3.4+deb13-amd64
 Source: linux
 Version: 7.3.4-1~bpo13+1
@@ -48,7 +49,8 @@ SHA256: 7e3248d03a84dcdda88c567aa8c4038f2e7795d2dd167b112c56f8901b6f513f
 Package: linux-image-7.3.4+deb13-amd64
 Source: linux-signed-amd64 (7.3.4+1~bpo13+1)
 Version: 7.3.4-1~bpo13+1
-Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, linux-base-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1), linux-binary-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1), linux-modules-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1)
+Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, linux-base-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1), \
+linux-binary-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1), linux-modules-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1)
 Pre-Depends: linux-base (>= 4.17~)
 Filename: pool/main/l/linux-signed-amd64/linux-image-7.3.4+deb13-amd64_7.3.4-1~bpo13+1_amd64.deb
 SHA256: 7a6ff1ee63d0aafedbab6a507939ab6bce618f8fda1b3f0c42b78678ec661844
