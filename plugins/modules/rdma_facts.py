@@ -469,9 +469,13 @@ ansible_facts:
               C(unit) (the boot unit - C(path), C(exists), C(values) per function, C(text)); C(setpci) (its path on the
               node, or V(null)). See docs/pcie.md.
             - C(irq) - C(cpus_online), C(numa_nodes) (CPU list per node), per RDMA NIC physical function its
-              C(rdma_devices), C(numa_node), C(local_cpus) and C(irqs) (per IRQ number its C(name), C(affinity),
-              C(effective) and C(settable) - false for a kernel-managed affinity), or C(error); C(unit), C(script),
-              C(policy) (the layer's files) and C(irqbalance) (C(installed), C(env_file), C(args)). See docs/irq.md.
+              C(rdma_devices), C(numa_node), C(local_cpus) and C(vectors), its interrupt vectors as one table - C(irqs)
+              (their numbers in the kernel's list syntax, V(24-87)) and a column per field, C(affinity),
+              C(effective), C(settable) (false for a kernel-managed affinity) and C(name) (the handler's, without
+              C(name_suffix) when every name ends with the same C(@pci:<address>)), each a list in the order of
+              C(irqs) or one value when every vector has it - or C(error); C(unit), C(script), C(policy) (the layer's
+              files) and C(irqbalance) (C(installed), C(env_file), C(args)). Older versions returned C(irqs) instead of
+              C(vectors), a dict per IRQ number; the audit judges both. See docs/irq.md.
             - C(firmware) - C(tool) (the C(mlxconfig) or C(mstconfig) found, and its firmware reset tool) and per RDMA
               NIC card (PCI slot) its first function (C(device)), C(functions) (RDMA devices, netdevs, link layers,
               PCI vendor), C(device_type) and C(params) (each parameter's Default, Current and Next Boot as the query

@@ -30,6 +30,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import compact
 from ansible_collections.rdma.k8s_node.plugins.modules import irq_affinity, pcie_tuning, rdma_facts, roce_qos
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module
@@ -179,7 +180,7 @@ def perturb_pcie(node, facts, desired, choice):
 
 
 def perturb_irq(node, facts, desired, choice):
-    vectors = sorted(int(irq) for device in facts["layers"]["irq"]["devices"].values()
+    vectors = sorted(int(irq) for device in compact.unpack(facts["layers"]["irq"])["devices"].values()
                      for irq, item in (device.get("irqs") or {}).items() if item.get("settable"))
     wanted = set(int(cpu) for cpu in desired["irq_affinity_cpus"].split(","))
     others = [cpu for cpus in numa_cpus(facts).values() for cpu in sorted(cpus) if cpu not in wanted]

@@ -6,6 +6,7 @@ item 4), one room.
 
 * :mod:`.interrupts` -- ``/proc/interrupts`` and the irqbalance environment file, pure parsing;
 * :mod:`.observe`    -- node -> observed (each NIC's vectors and their affinity, the boot files, irqbalance);
+* :mod:`.compact`    -- ``rdma_facts``' form of it (a table per NIC, not a dict per vector) and back (pure);
 * :mod:`.plan`       -- desired + observed -> actions (pure);
 * :mod:`.apply`      -- runs exactly the planned actions;
 * :mod:`.judge`      -- the audit: the planner run against the facts, a plan with work is drift.

@@ -14,6 +14,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import parse_cpulist
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import compact as _compact
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import observe as _observe
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie import observe as _pcie_observe
@@ -49,6 +50,7 @@ def judge(section, desired):
     if want["cpus_text"] not in (None, "") and want["cpus"] is None:
         return [{"id": "irq.affinity", "status": "fail", "subject": "irq_affinity_cpus", "desired": want["cpus_text"],
                  "detail": "not a CPU list: %r" % (want["cpus_text"],)}]
+    section = _compact.unpack(section)  # the facts' vector tables (older collections: per-vector dicts, as they are)
     observed = section.get("devices") or {}
     wanted = _pcie_observe.audited_devices(list((desired or {}).get("irq_affinity_devices") or []), observed) or sorted(observed)
     want["devices"] = [bdf for bdf in wanted if bdf in observed] or wanted

@@ -26,7 +26,7 @@ import stat
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import TOOL_DIRS
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import format_cpulist, parse_cpulist
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import interrupts
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import compact, interrupts
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.pcie.observe import rdma_pfs
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -183,5 +183,6 @@ def observe(host, devices=None, unit=UNIT, script=SCRIPT, policy=POLICY, env_fil
 
 
 def facts(host):
-    """``rdma_facts``' ``layers.irq``: every RDMA PF's vectors and the layer's files, as :func:`observe` sees them."""
-    return observe(host)
+    """``rdma_facts``' ``layers.irq``: every RDMA PF's vectors and the layer's files, as :func:`observe` sees them, each
+    function's vectors as one compact table (:mod:`.compact`; the judge unpacks it)."""
+    return compact.pack(observe(host))

@@ -4,13 +4,14 @@ ConnectX-7 (two NUMA nodes) and ConnectX-6 Dx nodes: check mode, diff, idempoten
 power-on and a driver reload, the audit clean then and drifting on one perturbed vector with the module's plan.
 """
 
+import json
 import pathlib
 import subprocess
 
 import pytest
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import interrupts, judge, observe, plan
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import compact, interrupts, judge, observe, plan
 from ansible_collections.rdma.k8s_node.plugins.modules import irq_affinity
 from unit.plugins.modules.harness import ModuleFail, run_module
 
@@ -358,3 +359,97 @@ def test_errors_name_option_and_value(monkeypatch, tmp_path):
         assert 'IRQBALANCE_ARGS="--policyscript=/etc/rdma-k8s-node/irqbalance-policy.sh"' in (
             root / "etc/default/irqbalance").read_text()
         assert run(monkeypatch, root, cpus="0-3", boot_unit=False)["changed"] is False
+
+
+# ---------------------------------------------------------------- the facts' compact form (issue 17)
+def _compact_size(value):
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def _dgx(tmp_path):
+    """A powered-on DGX H100 of the simulator, rendered as plain files (as the benchmarks' node)."""
+    import hwsim  # pylint: disable=import-outside-toplevel
+    root = tmp_path / "dgx-h100"
+    hwsim.render("dgx-h100", root)
+    return root
+
+
+def _both_shapes(root):
+    """``(facts in the previous shape, compact facts)`` of one node: before the compact form, ``facts()`` returned
+    :func:`observe.observe`'s result as it is."""
+    host = HostRoot(str(root))
+    return observe.observe(host), observe.facts(host)
+
+
+def test_compact_facts_are_less_than_half_and_unpack_to_the_observers_shape(tmp_path):
+    old, new = _both_shapes(_dgx(tmp_path))
+    assert _compact_size(new) * 2 <= _compact_size(old)
+    assert json.dumps(compact.unpack(new)) == json.dumps(old)  # the same values, in the same key order
+    table = new["devices"]["0000:18:00.0"]["vectors"]
+    assert "irqs" not in new["devices"]["0000:18:00.0"] and table["irqs"] == "24-87" and table["settable"] is True
+    assert table["name_suffix"] == "@pci:0000:18:00.0" and table["name"][:2] == ["mlx5_async0", "mlx5_comp0"]
+    assert table["affinity"][:3] == ["0-223", "0", "1"] and len(table["effective"]) == 64
+    assert compact.unpack(old) is old  # facts of an older collection: as they are
+
+
+@pytest.mark.parametrize("extra", [
+    {}, {"irq_affinity_cpus": "0-1"}, {"irq_affinity_cpus": "0-1", "irq_affinity_on_disjoint": "local"},
+    {"irq_affinity_cpus": "0-1", "irq_affinity_on_disjoint": "reserved"}, {"irq_affinity_devices": ["mlx5_0", "29:00.1"]},
+    {"irq_affinity_boot_unit": False, "irq_affinity_irqbalance": "ignore"}, {"irq_affinity_cpus": "0-1,300"}])
+def test_both_shapes_of_the_facts_judge_the_same(tmp_path, extra):
+    root = _dgx(tmp_path)
+    # one NIC placed already, one vector of another placed and one kernel-managed: ok, drift and managed checks
+    for irq in range(24, 88):
+        (root / "proc/irq" / str(irq) / "smp_affinity_list").write_text("0-1\n")
+    (root / "proc/irq/89/smp_affinity_list").write_text("0-1\n")
+    (root / "proc/irq/90/smp_affinity_list").chmod(0o444)
+    old, new = _both_shapes(root)
+    desired = desired_vars(kubelet_topology_reserved_system_cpus="0-1,56-57", **extra)
+    checks = judge.judge(new, desired)
+    assert checks == judge.judge(old, desired)
+    statuses = set((c["id"], c["status"]) for c in checks)
+    if not extra:
+        assert {("irq.affinity", "ok"), ("irq.affinity", "drift"), ("irq.managed", "ok"),
+                ("irq.boot_unit", "drift")} <= statuses
+    if extra == {"irq_affinity_cpus": "0-1"}:
+        assert ("irq.affinity", "fail") in statuses
+
+
+def _round_trip(observed):
+    packed = compact.pack(observed)
+    assert json.dumps(compact.unpack(packed)) == json.dumps(observed)
+    return packed
+
+
+def test_compact_form_round_trips_names_without_addresses_other_addresses_and_errors(tmp_path):
+    igb = tmp_path / "igb"
+    _pci_node(igb, (REAL / "netutils-linux-i350-igb.txt").read_text(),
+              {"0000:01:00.0": (-1, "0-3", range(34, 39)), "0000:05:00.0": (-1, "0-3", [])})
+    seen = observe.observe(HostRoot(str(igb)), devices=["0000:01:00.0", "0000:05:00.0"])
+    seen["devices"]["0000:09:00.0"] = {"rdma_devices": ["mlx5_2"], "error": "/sys/bus/pci/devices/...: EIO"}
+    packed = _round_trip(seen)
+    assert "name_suffix" not in packed["devices"]["0000:01:00.0"]["vectors"]
+    assert packed["devices"]["0000:05:00.0"]["vectors"] == {"irqs": "", "affinity": [], "effective": [], "settable": [],
+                                                            "name": []}
+    assert "error" in packed["devices"]["0000:09:00.0"] and "vectors" not in packed["devices"]["0000:09:00.0"]
+    # IRQ 36's row names another function: no common suffix, every name whole
+    mlx = tmp_path / "mlx"
+    _pci_node(mlx, (REAL / "lkml-2023-01-27-azure-centos7.txt").read_text(), {"8b76:00:02.0": (0, "0-3", [24, 25, 36])})
+    packed = _round_trip(observe.observe(HostRoot(str(mlx)), devices=["8b76:00:02.0"]))
+    assert packed["devices"]["8b76:00:02.0"]["vectors"]["irqs"] == "24-25,36"
+    assert "name_suffix" not in packed["devices"]["8b76:00:02.0"]["vectors"]
+    # a vector without a row, one without an effective affinity, kernel-managed ones, numbers past any CPU number
+    irqs = {"70000": {"affinity": "0-3", "effective": None, "settable": False, "name": None},
+            "70001": {"affinity": "2", "effective": "2", "settable": True, "name": "mlx5_comp0@pci:0000:b1:00.0"},
+            "70003": {"affinity": "0-3", "effective": "1", "settable": False, "name": "mlx5_comp1@pci:0000:b1:00.0"}}
+    packed = _round_trip(_observed(irqs=irqs))
+    assert packed["devices"][BDF]["vectors"] == {
+        "irqs": "70000-70001,70003", "affinity": ["0-3", "2", "0-3"], "effective": [None, "2", "1"],
+        "settable": [False, True, False], "name": [None, "mlx5_comp0", "mlx5_comp1"], "name_suffix": "@pci:" + BDF}
+
+
+def test_a_compact_table_that_does_not_match_its_irqs_is_malformed():
+    packed = compact.pack(_observed())
+    packed["devices"][BDF]["vectors"]["affinity"] = ["16"]
+    with pytest.raises(ValueError, match="1 values of affinity for 2 IRQs"):
+        judge.judge(packed, desired_vars())
