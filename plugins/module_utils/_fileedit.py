@@ -18,6 +18,9 @@ longer is what the plan was made from, another writer got there first and the ed
 Backups (``file.<pid>.<timestamp>~``) may hold secrets (registry credentials in containerd's config), so they
 are created ``0600`` and owned by root from their first byte; the original mode and owner are put back
 when a backup is restored.
+
+The observing step (:class:`FileState`, :func:`observe_file`) is ``_filestate.py``, which the observers import alone
+(``rdma_facts`` does not compile the edits); its names are imported here too.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -35,6 +38,10 @@ import time
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, HostReadError, HostRootError, InputError,
 )
+# what a file is now, read (the observers' part): here too for the planners, the appliers and the tests
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import (  # pylint: disable=unused-import
+    FileState, observe_file,
+)
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import file_kind
 from ansible_collections.rdma.k8s_node.plugins.module_utils._result import action
 
@@ -46,36 +53,6 @@ BACKUP_MODE = 0o600
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-
-
-class FileState:
-    """What a file is now: ``exists`` plus content, permission bits and owner when it does.
-
-    ``link`` is the target text when the path itself is a symbolic link (the content is then what the link leads to,
-    resolved inside the host root).  The collection reads through such a link but never writes through it.
-    """
-
-    def __init__(self, path, exists=False, content=None, mode=None, uid=None, gid=None, link=None):
-        self.path = path
-        self.exists = exists
-        self.content = content
-        self.mode = mode
-        self.uid = uid
-        self.gid = gid
-        self.link = link
-
-    def as_dict(self):
-        """Plain data for ``observed`` in module results (mode as an octal string, like ``stat``)."""
-        out = {
-            "path": self.path,
-            "exists": self.exists,
-            "mode": "%04o" % self.mode if self.mode is not None else None,
-            "uid": self.uid,
-            "gid": self.gid,
-        }
-        if self.link is not None:
-            out["link"] = self.link
-        return out
 
 
 class FilePlan:
@@ -157,28 +134,6 @@ def plan_file(observed, content, mode=0o644, uid=0, gid=0):
             "a regular file or point the option at the file itself" % (observed.path, observed.link),
             {"path": observed.path, "link": observed.link})
     return FilePlan(observed, kind, content, mode, uid, gid)
-
-
-def observe_file(host, node_path):
-    """Read the current state of ``node_path`` under ``host`` (a HostRoot), without following a link at it for
-    the metadata; a link's content is read through it (resolved inside the root)."""
-    try:
-        info = host.stat(node_path, follow=False)
-    except HostReadError:
-        raise
-    if info is None:
-        return FileState(node_path)
-    link = None
-    if stat.S_ISLNK(info.st_mode):
-        link = host.readlink(node_path)
-        info = host.stat(node_path)
-        if info is None:
-            return FileState(node_path, link=link)  # dangling
-    kind = file_kind(info.st_mode)
-    if kind:
-        raise HostReadError("%s exists but is %s, not a regular file" % (node_path, kind), {"path": node_path})
-    content = host.read_text(node_path, default="")
-    return FileState(node_path, True, content, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, link)
 
 
 def _same_state(left, right):

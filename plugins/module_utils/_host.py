@@ -354,16 +354,24 @@ class HostRoot:
         A file that exists but cannot be read (EACCES, EIO, a FIFO, a directory, a loop, more than ``limit``
         bytes) raises :class:`HostReadError` naming it: it is a finding, never an absence.
         """
+        found = self.read_stat(node_path, limit)
+        return default if found is None else found[1]
+
+    def read_stat(self, node_path, limit=MAX_READ):
+        """``(os.stat_result, the whole file)`` read through one descriptor (the status of the file that was read),
+        or None when it does not exist; errors as :meth:`read_bytes`.  One open instead of a :meth:`stat` and a read
+        (the IRQ observer's ``smp_affinity_list``: its mode and its value, for every vector)."""
         try:
             fd = self.open_fd(node_path, _READ_FLAGS)
         except HostReadError:
             raise
         except (IOError, OSError) as exc:
             if exc.errno in _ABSENT:
-                return default
+                return None
             raise self._error("cannot read", node_path, exc) from exc
         try:
-            kind = file_kind(os.fstat(fd).st_mode)
+            info = os.fstat(fd)
+            kind = file_kind(info.st_mode)
             if kind:
                 raise HostReadError("cannot read %s: it is %s, not a file" % (node_path, kind),
                                     {"path": node_path, "errno": errno.EISDIR if kind == "a directory" else None})
@@ -377,7 +385,7 @@ class HostRoot:
                     raise HostReadError("cannot read %s: larger than %d bytes" % (node_path, limit),
                                         {"path": node_path, "errno": errno.EFBIG})
                 chunks.append(chunk)
-            return b"".join(chunks)
+            return info, b"".join(chunks)
         except (IOError, OSError) as exc:
             raise self._error("cannot read", node_path, exc) from exc
         finally:
@@ -396,6 +404,11 @@ class HostRoot:
         if text is None:
             return default
         return text.rstrip("\n").strip()
+
+    @staticmethod
+    def attr_text(data):
+        """The bytes of an attribute (:meth:`read_bytes`, :meth:`read_stat`) as :meth:`read_attr` returns them."""
+        return data.decode("utf-8", "replace").rstrip("\n").strip()
 
     def try_attr(self, node_path, default=None, problems=None):
         """Like :meth:`read_attr` but never raises: an unreadable attribute gives ``default``.

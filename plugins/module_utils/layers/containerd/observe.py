@@ -27,14 +27,14 @@ import os
 import posixpath
 import time
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import rules as ctd
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import config as ctd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import tomledit as _toml
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, ConflictError, HostReadError, ParseError, RdmaNodeError,
 )
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState, observe_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import FileState, observe_file
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
 DEFAULT_SERVICE = "containerd"
@@ -260,7 +260,7 @@ def read_version(host, commands, config):
 
 
 def dump(host, commands, config, exists):
-    """:func:`rules.effective` of ``containerd config dump`` of the node's files (``config default`` when there
+    """:func:`config.effective` of ``containerd config dump`` of the node's files (``config default`` when there
     is no config file: containerd 1.7 refuses to dump without one)."""
     if exists:
         text = run(host, commands, ["containerd", "--config", config, "config", "dump"], "check its configuration", config)
@@ -292,8 +292,8 @@ def observe(host, commands=None, config=DEFAULT_CONFIG, service=DEFAULT_SERVICE,
     or ``caller``), ``template`` (k3s/rke2: ``{"path", "exists"}``, else None), ``files`` ([(path, FileState,
     Document)] in load order, None when unreadable), ``imports`` (the imported paths), ``generated_config`` (None or
     ``{"tool", "header", "path"}``), ``installed`` (None without ``commands``), ``version`` (tuple or None),
-    ``effective`` (:func:`rules.effective` of ``config dump``, or None), ``config_version``, ``key_sources``
-    ({label: origin}, :func:`rules.key_origins` plus ``LimitMEMLOCK``), ``runtimes`` ({name: {"runtime_type",
+    ``effective`` (:func:`config.effective` of ``config dump``, or None), ``config_version``, ``key_sources``
+    ({label: origin}, :func:`config.key_origins` plus ``LimitMEMLOCK``), ``runtimes`` ({name: {"runtime_type",
     "base_runtime_spec", "owner", "derived_from"}}), ``derived_from`` ({runc-type runtime: source or None}).
 
     With ``problems`` None the first failure raises (``containerd`` missing is an ApplyError); with a list, pieces that

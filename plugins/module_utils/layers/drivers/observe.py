@@ -23,7 +23,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _gpudirect, _ofed, _persisted
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import observe_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import observe_file
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import _Discovery
 
 MODULE = _gpudirect.MODULE

@@ -56,10 +56,15 @@ def parse_proc_interrupts(text):
             continue
         words = match.group(2).split()
         # the per-CPU counts (one column per online CPU; 224 on a DGX H100, 775 rows): skipped, not converted, since
-        # nothing here reads them and converting them was most of the parse (about 25 ms a run on that node)
-        width, limit = 0, min(len(header), len(words))
-        while width < limit and words[width].isdigit():
-            width += 1
+        # nothing here reads them and converting them was most of the parse (about 25 ms a run on that node); a row
+        # with a count in every column (the usual one) is told by one test of the columns joined, not one per CPU
+        limit = min(len(header), len(words))
+        if "".join(words[:limit]).isdigit():
+            width = limit
+        else:
+            width = 0
+            while width < limit and words[width].isdigit():
+                width += 1
         words = words[width:]
         # what follows the counts: the chip, the hwirq-flow word (newer kernels; older ones join the flow to the
         # chip: PCI-MSI-edge), then the handler names, if any

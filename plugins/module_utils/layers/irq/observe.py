@@ -59,10 +59,11 @@ def numa_nodes(host):
 def read_irq(host, number, rows):
     """One vector: ``{"name", "affinity", "effective", "settable"}`` or None when it has no handler."""
     base = "/proc/irq/%s" % number
-    info = host.stat(base + "/smp_affinity_list")
-    if info is None:
+    found = host.read_stat(base + "/smp_affinity_list")  # its mode and its value through one open (770 on a DGX)
+    if found is None:
         return None
-    item = {"affinity": host.read_attr(base + "/smp_affinity_list", ""),
+    info, affinity = found
+    item = {"affinity": host.attr_text(affinity),
             "effective": host.read_attr(base + "/effective_affinity_list", None),
             "settable": bool(stat.S_IMODE(info.st_mode) & 0o200),
             "name": (rows.get(number) or {}).get("name")}

@@ -30,7 +30,7 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import (
     ApplyError, InputError, ParseError, RdmaNodeError,
 )
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState, observe_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import FileState, observe_file
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import cmdline as _cmdline
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel import grub as _grub
 

@@ -20,7 +20,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import stat
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import config as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _systemd
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, RdmaNodeError
 
@@ -148,7 +148,7 @@ def command_line(host, pid=None, unit=UNIT):
     "flags", "flags_from", "live_flags", "problems"}``.
 
     ``config``/``config_dir`` are what the running kubelet uses (the truth), else what its unit starts it with.
-    ``flags`` (the relevant ones, see ``rules.FLAG_FIELDS``) come from the command line of the next start: the
+    ``flags`` (the relevant ones, see ``config.FLAG_FIELDS``) come from the command line of the next start: the
     unit's, else the running process's, else the environment files; ``live_flags`` from the running process, each
     naming the file that set it when the unit's command line has the same flag.
     """
@@ -236,7 +236,7 @@ def read_document(host, path, problems=None):
 
 def config_layers(host, config, config_dir, dropin_name=None, problems=None):
     """``(layers, documents)``: the config file and the drop-ins as layers for ``rules.plan`` (drop-ins of the
-    collection, the names ``rules.own_names(dropin_name)`` with its header, marked ``ours``) and the documents read
+    collection, the names ``config.own_names(dropin_name)`` with its header, marked ``ours``) and the documents read
     (path -> :func:`read_document` result).  Errors as in :func:`read_document`."""
     layers, documents = [], {}
     if config:

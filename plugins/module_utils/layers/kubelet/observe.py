@@ -17,10 +17,10 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import json
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState, observe_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import FileState, observe_file
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rancher as kr
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import config as kub
 
 DEFAULT_CONFIG = kh.DEFAULT_CONFIG
 DEFAULT_SERVICE = "kubelet"
@@ -72,7 +72,7 @@ def cpus_online(host):
 
 def file_paths(line, config_file, layers, dropin_name):
     """The files the plan may write or delete: the collection's drop-in under every name it can take
-    (``rules.own_names``) in the drop-in directory, its drop-ins found there, the config file, and the environment
+    (``config.own_names``) in the drop-in directory, its drop-ins found there, the config file, and the environment
     files that set the kubelet's flags (on_conflict=override edits them)."""
     paths = set()
     if line.get("config_dir"):

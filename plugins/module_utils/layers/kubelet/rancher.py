@@ -36,7 +36,7 @@ import re
 import stat
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.containerd import observe as ch
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import rules as kub
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import config as kub
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kubelet import host as kh
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, ParseError, RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._untrusted import load_yaml

@@ -18,7 +18,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _modprobe
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _persisted
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.kernel.cmdline import last_value
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import observe_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import observe_file
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.netns.mode import mode_of
 
 IB_CORE = "/sys/module/ib_core"

@@ -25,11 +25,11 @@ import json
 import re
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov.rules import OPERATOR_POOL_FILE
 
 ZERO = 0
 ALL_FF = (1 << 64) - 1
 SCHEMES = ("pf_guid", "list", "pool_file")
-OPERATOR_POOL_FILE = "/etc/sriov-operator/infiniband/guids"
 
 _OCTETS = re.compile(r"^[0-9a-fA-F]{1,2}([:-][0-9a-fA-F]{1,2}){7}$")
 _SYSFS = re.compile(r"^[0-9a-fA-F]{4}(:[0-9a-fA-F]{4}){3}$")

@@ -15,7 +15,7 @@ import re
 import threading
 import time
 
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid, rules as _sriov
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import rules as _sriov
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ApplyError, HostReadError, InputError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import check_name
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
@@ -154,9 +154,14 @@ def in_use(host, pf, vfs):
 
 
 # -- commands ---------------------------------------------------------------------------------------------------------
-def eswitch_mode(commands, bdf):
-    """The eswitch mode devlink reports, or None (no devlink, or no eswitch, as on InfiniBand ports)."""
-    if commands.module.get_bin_path("devlink") is None:
+def eswitch_mode(commands, bdf, link_layer=None):
+    """The eswitch mode devlink reports, or None (no devlink, or no eswitch, as on InfiniBand ports).
+
+    A PF whose ``link_layer`` is InfiniBand has no eswitch, so devlink is not asked (one process less per PF): mlx5
+    refuses the query before anything else on a function whose port type is not Ethernet (``mlx5_eswitch_check``:
+    EOPNOTSUPP; its RDMA port's link_layer is that port type), and the other InfiniBand drivers have no eswitch ops
+    (devlink: EOPNOTSUPP).  devlink would fail, which is None here too."""
+    if link_layer == "InfiniBand" or commands.module.get_bin_path("devlink") is None:
         return None
     rc, out, dummy_err = commands.run_kernel(["devlink", "-j", "dev", "eswitch", "show", "pci/" + bdf])
     if rc != 0:
@@ -299,6 +304,8 @@ def run_ip(commands, argv):
 
 def set_guid(host, commands, pf, index, node_guid, port_guid, via, timeout):
     """Set a VF's node and port GUID in the PF driver: OFED sysfs ``sriov/<n>/{node,port}`` or netlink."""
+    # (guid.py when writing only: rdma_facts reads through this module and needs it only for a pool file)
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid  # pylint: disable=import-outside-toplevel
     if via == "ofed_sysfs":
         base = "%s/sriov/%d/" % (pf["path"], index)
         for name, value in (("node", node_guid), ("port", port_guid)):
@@ -452,7 +459,8 @@ def node_links(host):
 
 
 def pool_ib_pfs(host, skip):
-    """PCI addresses of the node's InfiniBand PFs that can have VFs (sriov_totalvfs > 0), other than ``skip``."""
+    """PCI addresses of the node's InfiniBand PFs that can have VFs (sriov_totalvfs > 0), other than ``skip`` (None:
+    all of them)."""
     found = []
     for device in host.listdir(SYS_IB):
         pci = host.link_name("%s/%s/device" % (SYS_IB, device))

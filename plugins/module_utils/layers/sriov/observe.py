@@ -20,16 +20,15 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import json
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import observe_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import observe_file
 from ansible_collections.rdma.k8s_node.plugins.module_utils._topology import normalize_bdf
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid as _guid
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _host
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _host, rules as _sriov
 
 KINDS = ("sriov_vfs", "ib_vf_guids")
 #: the sriov role's boot-unit state file (its default ``sriov_state_file``)
 STATE_FILE = "/etc/rdma-k8s-node/sriov.json"
 #: the pool file the facts read (ib_vf_guids' default ``pool_file``, the role's ``sriov_guid_pool_file``)
-POOL_FILE = _guid.OPERATOR_POOL_FILE
+POOL_FILE = _sriov.OPERATOR_POOL_FILE
 #: the VF admin attributes sriov_vfs sets, as ``ip link show <pf>`` reports them
 VF_ATTR_KEYS = ("link_state", "trust", "spoofchk", "vlan", "qos", "mac")
 
@@ -53,7 +52,7 @@ def collect_vfs(host, commands, params):
     """sriov_vfs: the PF, its eswitch mode, VF count and VFs, the firmware (when asked), the VFs in use and the
     admin VF attributes the PF driver holds (or the error reading them)."""
     pf = _host.resolve_pf(host, params)
-    observed = {"pf": pf, "eswitch_mode": _host.eswitch_mode(commands, pf["pci_address"])}
+    observed = {"pf": pf, "eswitch_mode": _host.eswitch_mode(commands, pf["pci_address"], pf["link_layer"])}
     if observed["eswitch_mode"] == "switchdev":
         return observed
     state = _host.observe(host, pf)
@@ -148,7 +147,8 @@ def _pf_facts(host, commands, bdf, cache):
     pf.pop("selected_by")
     out = {"pf": pf, "netdevs": host.listdir(pf["path"] + "/net"),
            "rdma_devices": host.listdir(pf["path"] + "/infiniband"),
-           "eswitch_mode": _host.eswitch_mode(commands, bdf) if commands is not None else None, "guids": None}
+           "eswitch_mode": _host.eswitch_mode(commands, bdf, pf["link_layer"]) if commands is not None else None,
+           "guids": None}
     if out["eswitch_mode"] == "switchdev":
         return out
     state = _host.observe(host, pf)
@@ -171,7 +171,8 @@ def _pf_facts(host, commands, bdf, cache):
 
 
 def _guid_facts(host, commands, pf, state, cache):
-    """ib_vf_guids' reads of an InfiniBand PF (:func:`collect_guids`); ``cache``: the node's ``ip -j link show``."""
+    """ib_vf_guids' reads of an InfiniBand PF (:func:`collect_guids`); ``cache``: the node's ``ip -j link show`` and
+    its InfiniBand PFs that can have VFs, read once a run."""
     count = state["numvfs"] or 0
     via = _host.guid_path(host, pf) if count else "netlink"
     if "links" not in cache:
@@ -182,9 +183,17 @@ def _guid_facts(host, commands, pf, state, cache):
            "admin": pairs(_host.admin_guids(host, commands, pf, count, via, ip_links)) if count else [],
            "taken": sorted([guid, where] for guid, where in _host.host_guids(host, commands, pf["pci_address"],
                                                                              state["vfs"], cache["links"]).items()),
-           "other_ib_pfs": _host.pool_ib_pfs(host, pf["pci_address"])}
+           "other_ib_pfs": _other_ib_pfs(host, pf["pci_address"], cache)}
     out.update(_pf_driver(host, pf))
     return out
+
+
+def _other_ib_pfs(host, bdf, cache):
+    """:func:`host.pool_ib_pfs` for the PF ``bdf``: the node's InfiniBand PFs that can have VFs are read once a run
+    (``cache["ib_pfs"]``, kept only when read), and each PF's are the others."""
+    if "ib_pfs" not in cache:
+        cache["ib_pfs"] = _host.pool_ib_pfs(host, None)
+    return [pci for pci in cache["ib_pfs"] if pci != bdf]
 
 
 def _report(entry):
@@ -244,7 +253,11 @@ def _pool_facts(host):
         data = host.read_bytes(POOL_FILE) if state.exists else None
     except RdmaNodeError as exc:
         return {"path": POOL_FILE, "error": exc.msg}
-    return {"path": POOL_FILE, "state": file_facts(state), "text": _guid.go_text(data) if data is not None else None}
+    if data is None:
+        return {"path": POOL_FILE, "state": file_facts(state), "text": None}
+    # guid.py (the pool file's format, the GUID scheme) only for a node that has the file
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import guid  # pylint: disable=import-outside-toplevel
+    return {"path": POOL_FILE, "state": file_facts(state), "text": guid.go_text(data)}
 
 
 def facts(host, commands=None):

@@ -20,6 +20,9 @@ import re
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import ConflictError, InputError, ParseError
 
 LINK_STATES = ("auto", "enable", "disable")
+#: sriov-network-operator's InfiniBand GUID pool file (read and written by ``guid.py``; here so that the observer
+#: names it without importing ``guid.py``, which it needs only when the file exists)
+OPERATOR_POOL_FILE = "/etc/sriov-operator/infiniband/guids"
 #: VF attributes ``ip link set <pf> vf N`` takes, and the link layers that support them (mlx5e / ipoib ndo ops)
 ETH_ONLY = ("trust", "spoofchk", "vlan", "qos", "mac")
 VF_ATTRS = ("link_state",) + ETH_ONLY

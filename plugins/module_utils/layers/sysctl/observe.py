@@ -16,7 +16,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import HostReadError, RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import observe_file
+from ansible_collections.rdma.k8s_node.plugins.module_utils._filestate import observe_file
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import discover
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl.settings import rdma_netdevs

@@ -120,3 +120,19 @@ def test_a_read_error_is_never_a_count(node, monkeypatch):
     monkeypatch.setattr(os, "read", failing_read)
     with pytest.raises(HostReadError, match="numa_node: Input/output error"):
         host.read_int_strict(dev + "/numa_node", default=0)
+
+
+def test_read_stat_is_the_status_and_the_bytes_of_one_open(node):
+    """read_stat: what stat() and read_bytes() give, through one descriptor; None when absent; the same errors."""
+    host = HostRoot(str(node))
+    path = "/sys/bus/pci/devices/0000:17:00.0/numa_node"
+    (node / "sys/devices/pci0000:17/0000:17:00.0/numa_node").chmod(0o444)
+    info, data = host.read_stat(path)
+    assert data == host.read_bytes(path) == b"1\n" and HostRoot.attr_text(data) == host.read_attr(path) == "1"
+    assert (info.st_ino, info.st_mode) == (host.stat(path).st_ino, host.stat(path).st_mode)
+    assert info.st_mode & 0o777 == 0o444
+    assert host.read_stat("/sys/nope") is None and host.read_bytes("/sys/nope", default=b"x") == b"x"
+    with pytest.raises(HostReadError, match="it is a directory"):
+        host.read_stat("/sys/bus/pci/devices")
+    with pytest.raises(HostReadError, match="larger than 1 bytes"):
+        host.read_stat(path, limit=1)

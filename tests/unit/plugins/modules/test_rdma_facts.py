@@ -5,6 +5,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -333,3 +334,46 @@ def test_gather_without_commands_leaves_vf_admin_attributes_null(node):
     assert facts["problems"] == []
     vf = facts["devices"][0]["vfs"][0]
     assert vf["pci_address"] and all(vf[key] is None for key in ("link_state", "trust", "spoofchk", "vlan", "qos", "mac"))
+
+
+# -- what a run costs: the node compiles and runs only what observing needs (docs/benchmarks.md, session 18) ----------
+def test_each_infiniband_pf_lists_the_other_pool_pfs_as_pool_ib_pfs_does(dgx):
+    """The node's InfiniBand PFs that can have VFs are read once a run; each PF's ``other_ib_pfs`` is still what
+    ``pool_ib_pfs(host, that PF)`` reads."""
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as sriov_host  # pylint: disable=import-outside-toplevel
+    facts = run({"host_root": str(dgx)})["ansible_facts"]["rdma"]
+    pfs = facts["layers"]["sriov"]["observed"]["pfs"]
+    ib = dict((bdf, entry["guids"]["other_ib_pfs"]) for bdf, entry in pfs.items() if entry["guids"])
+    assert len(ib) == 8
+    assert ib == dict((bdf, sriov_host.pool_ib_pfs(HostRoot(str(dgx)), bdf)) for bdf in ib)
+
+
+PLANNER_MODULES = ("layers.containerd.rules", "layers.containerd.plan", "layers.kubelet.rules", "layers.kubelet.plan",
+                   "layers.sriov.guid", "module_utils._fileedit", "module_utils._result")
+
+
+def test_a_facts_run_imports_no_planner_module(dgx):
+    """rdma_facts imports only what observing needs: each room's observer imports the room's reading half
+    (``containerd/config.py``, ``kubelet/config.py``, ``_filestate.py``), not the planners' rules, the edits or the
+    GUID scheme (AnsiballZ ships what the imports name, and Python compiles every module imported on every run)."""
+    code = (
+        "import json, sys\n"
+        "from ansible.module_utils import basic\n"
+        "from ansible.module_utils.testing import patch_module_args\n"
+        "from ansible_collections.rdma.k8s_node.plugins.modules import rdma_facts\n"
+        "def leave(self, **kwargs):\n"
+        "    raise SystemExit(0)\n"
+        "basic.AnsibleModule.exit_json = leave\n"
+        "with patch_module_args({'host_root': sys.argv[1]}):\n"
+        "    try:\n"
+        "        rdma_facts.main()\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('ansible_collections.rdma'))))\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO / ".cache" / "collections"))
+    done = subprocess.run([sys.executable, "-c", code, str(dgx)], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert any(name.endswith("layers.kubelet.config") for name in imported)
+    assert [name for name in imported if name.endswith(PLANNER_MODULES)] == []

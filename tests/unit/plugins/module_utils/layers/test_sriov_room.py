@@ -165,3 +165,31 @@ def test_guids_export_pool_file_with_the_operator():
     assert any("restart its pod" in w for w in planned["warnings"])
     assert any("0000:19:00.0" in w for w in planned["warnings"])
     assert dict(observed, pool_file=None) == dict(before, pool_file=None)  # pure: the observation is not changed
+
+
+class _Commands:
+    """HostCommands' interface for eswitch_mode: devlink on PATH, every call recorded."""
+
+    def __init__(self):
+        self.calls = []
+        self.module = self
+
+    @staticmethod
+    def get_bin_path(name):
+        return "/usr/sbin/" + name
+
+    def run_kernel(self, argv):
+        self.calls.append(argv)
+        return 0, '{"dev": {"pci/0000:29:00.0": {"mode": "legacy"}}}', ""
+
+
+def test_eswitch_mode_asks_devlink_only_for_a_pf_that_can_have_an_eswitch():
+    """An InfiniBand PF has no eswitch (mlx5_eswitch_check: EOPNOTSUPP unless the port type is Ethernet; tests/hwsim
+    models the same), so devlink is not run for it: None, as when devlink fails."""
+    from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sriov import host as _host  # pylint: disable=import-outside-toplevel
+    commands = _Commands()
+    assert _host.eswitch_mode(commands, "0000:18:00.0", "InfiniBand") is None
+    assert commands.calls == []
+    assert _host.eswitch_mode(commands, "0000:29:00.0", "Ethernet") == "legacy"
+    assert _host.eswitch_mode(commands, "0000:29:00.0") == "legacy"  # link layer unknown: devlink is asked
+    assert commands.calls == [["devlink", "-j", "dev", "eswitch", "show", "pci/0000:29:00.0"]] * 2
