@@ -33,6 +33,7 @@ def build_tree(node: Node) -> Tree:
         _netdev(tree, node, netdev)
     for ib in node.ibdevs.values():
         _ibdev(tree, node, ib)
+    _uverbs(tree, node)
     _modules(tree, node)
     _cgroup(tree, node)
     _configfs(tree, node)
@@ -102,6 +103,11 @@ def _pci_device(tree: Tree, node: Node, dev: PciDevice) -> None:
         _sriov(tree, node, dev.pf, base)
     if dev.vf is not None:
         tree.add_link(f"{base}/physfn", _dev_dir(dev.vf.pf.dev))
+        # a netdev in a pod's namespace: the class directory `net/` stays (its child is there, tagged with the pod's
+        # namespace), but init_net's sysfs mount lists nothing in it (net_class has .ns_type, README "VFs in pods")
+        netdev = node.netdev_of_device(dev)
+        if netdev is not None and netdev.netns is not None:
+            tree.mkdir(f"{base}/net")
 
 
 def _pci_config(tree: Tree, config: ConfigSpace, base: str) -> None:
@@ -227,6 +233,12 @@ def _carrier(netdev: NetDev) -> str:
 
 
 def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
+    if ib.netns is not None:
+        # in a pod's namespace (exclusive mode): ib_class has .ns_type = net_ns_type_operations and .namespace =
+        # the device's rdma_net (drivers/infiniband/core/device.c), so the host's sysfs lists neither
+        # class/infiniband/<dev> nor <pci>/infiniband/<dev>; the glue directory `infiniband/` stays, empty here
+        tree.mkdir(f"{_dev_dir(ib.dev)}/infiniband")
+        return
     base = f"{_dev_dir(ib.dev)}/infiniband/{ib.name}"
     model = ib.dev.model
     tree.add_link(f"sys/class/infiniband/{ib.name}", base)
@@ -269,6 +281,25 @@ def _ibdev(tree: Tree, node: Node, ib: IbDev) -> None:
                       lambda text: node.store_tclass(ib, text))
 
 
+def _uverbs(tree: Tree, node: Node) -> None:
+    """``sys/class/infiniband_verbs`` while ib_uverbs is loaded (drivers/infiniband/core/uverbs_main.c): ``abi_version``
+    and one ``uverbs<N>`` per RDMA device (``ibdev``, ``abi_version``, ``device``), under the device's PCI function.
+    uverbs_class has no ``ns_type``: every namespace lists every uverbs device, also those whose RDMA device is in a
+    pod's namespace (the host still sees ``uverbs<N>`` of a device it cannot see in class/infiniband; confirmed on a
+    real 7.3 kernel in node_vm, where a pod lists every uverbs).  [inference] N is the device's position in
+    registration order (ib_uverbs takes the lowest free minor when a device registers; re-registration order can
+    differ on a real node)."""
+    if "ib_uverbs" not in node.modules:
+        return
+    tree.add_value("sys/class/infiniband_verbs/abi_version", "6")
+    for number, ib in enumerate(sorted(node.ibdevs.values(), key=lambda ib: ib.index)):
+        base = f"{_dev_dir(ib.dev)}/infiniband_verbs/uverbs{number}"
+        tree.add_link(f"sys/class/infiniband_verbs/uverbs{number}", base)
+        tree.add_value(f"{base}/ibdev", ib.name)
+        tree.add_value(f"{base}/abi_version", "1")
+        tree.add_link(f"{base}/device", _dev_dir(ib.dev))
+
+
 def _hw_counter(node: Node, ib: IbDev, name: str) -> Callable[[], str]:
     return lambda: f"{node.hw_counter(ib, name)}\n"
 
@@ -305,14 +336,20 @@ def _lid(node: Node, ib: IbDev) -> int:
 
 def _gids(tree: Tree, node: Node, ib: IbDev, port: str) -> None:
     """GID table: IB has the port GID at 0 with no ndev (reading ndevs/0 is EINVAL, kernel print_ndev());
-    RoCE has v1+v2 link-local GIDs bound to the netdev. Unused entries are zero and their attrs EINVAL."""
+    RoCE has v1+v2 link-local GIDs bound to the netdev. Unused entries are zero and their attrs EINVAL.
+
+    A RoCE function's netdev in a pod's namespace while its RDMA device stays in init_net (shared mode):
+    [inference] roce_gid_mgmt.c deletes the netdev's GIDs on its NETDEV_UNREGISTER and adds the default ones again on
+    its NETDEV_REGISTER in the pod (no namespace check), and print_ndev() prints ``ndev->name`` whatever namespace
+    the netdev is in, so ``ndevs/0`` reads the pod's name for it (``net1``)."""
     entries: list[tuple[int, str, str | None]] = []
+    netdev = node.netdev_of_device(ib.dev) if ib.link_layer == "Ethernet" else None
     if ib.link_layer == "InfiniBand":
         entries.append((ib.port_guid, "IB/RoCE v1", None))
-    elif ib.netdev and ib.netdev in node.netdevs:
-        mac = bytes(int(octet, 16) for octet in node.netdevs[ib.netdev].address.split(":"))
+    elif netdev is not None:
+        mac = bytes(int(octet, 16) for octet in netdev.address.split(":"))
         eui = fmt.eui64_from_mac(mac)
-        entries += [(eui, "IB/RoCE v1", ib.netdev), (eui, "RoCE v2", ib.netdev)]
+        entries += [(eui, "IB/RoCE v1", netdev.name), (eui, "RoCE v2", netdev.name)]
     for idx in range(GID_TABLE):
         if idx < len(entries):
             guid, gid_type, ndev = entries[idx]
@@ -417,6 +454,7 @@ def _proc(tree: Tree, node: Node) -> None:
     tree.add_file("proc/cpuinfo", lambda: proc_cpuinfo(node.spec), size=0)
     tree.add_file("proc/modules", lambda: proc_modules(node), size=0)
     tree.add_file("proc/sys/kernel/osrelease", lambda: node.spec.kernel_release + "\n", size=0)
+    tree.add_file("proc/net/dev", lambda: proc_net_dev(node), size=0)
     for scope in node.sysctl:
         for key in ("arp_ignore", "arp_announce", "rp_filter"):
             tree.add_file(f"proc/sys/net/ipv4/conf/{scope}/{key}", _sysctl_reader(node, scope, key),
@@ -475,3 +513,19 @@ def proc_modules(node: Node) -> str:
         taint = " (POE)" if name.startswith("nvidia") else ""
         lines.append(f"{name} {node.spec.modules[name].size} {len(holders)} {used} Live 0x0000000000000000{taint}")
     return "".join(line + "\n" for line in lines)
+
+
+#: dev_seq_printf_stats()'s field widths ("%6s: %7llu %7llu %4llu %4llu %4llu %5llu %10llu %9llu %8llu %7llu %4llu ...")
+NET_DEV_WIDTHS = (7, 7, 4, 4, 4, 5, 10, 9, 8, 7, 4, 4, 4, 5, 7, 10)
+
+
+def proc_net_dev(node: Node) -> str:
+    """/proc/net/dev of init_net (net/core/net-procfs.c dev_seq_show(): the netdevs of the reader's namespace only,
+    so a VF's netdev in a pod is not listed): the two header lines, then one row per netdev in ifindex order
+    (traffic counters are not modelled: 0)."""
+    lines = ["Inter-|   Receive                                                |  Transmit",
+             " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls "
+             "carrier compressed"]
+    for netdev in sorted(node.netdevs.values(), key=lambda nd: nd.ifindex):
+        lines.append(f"{netdev.name:>6}:" + "".join(" " + "0".rjust(width) for width in NET_DEV_WIDTHS))
+    return "\n".join(lines) + "\n"

@@ -71,8 +71,25 @@ def _netns_add(node: Node, cmd: dict[str, Any]) -> Any:
 
 
 def _netns_del(node: Node, cmd: dict[str, Any]) -> Any:
-    node.netns_del(cmd["name"])
-    return list(node.netns)
+    return dict(node.netns_del(cmd["name"]), netns=list(node.netns))
+
+
+def _ns(value: Any) -> str | None:
+    """A namespace argument: a pod's name, or null / "" / "init" for init_net."""
+    return None if value in (None, "", "init") else str(value)
+
+
+def _ip_link_set_netns(node: Node, cmd: dict[str, Any]) -> Any:
+    return {"name": node.link_set_netns(cmd["dev"], _ns(cmd.get("netns")), cmd.get("name"), _ns(cmd.get("from")))}
+
+
+def _rdma_dev_set_netns(node: Node, cmd: dict[str, Any]) -> Any:
+    node.rdma_dev_set_netns(cmd["dev"], _ns(cmd.get("netns")), _ns(cmd.get("from")))
+    return None
+
+
+def _vf_set_netns(node: Node, cmd: dict[str, Any]) -> Any:
+    return node.vf_set_netns(cmd["bdf"], _ns(cmd.get("netns")), cmd.get("ifname"))
 
 
 def _ip_link_set_vf(node: Node, cmd: dict[str, Any]) -> Any:
@@ -159,7 +176,9 @@ def _rdma_devs(node: Node) -> list[IbDev]:
     if "ib_core" not in node.modules:
         raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
     node.advance()
-    return sorted(node.ibdevs.values(), key=lambda ib: ib.index)
+    # the caller is in init_net: a device in a pod's namespace (exclusive mode) is not listed
+    # (nldev.c nldev_get_dumpit() -> ib_enum_all_devs() skips devices rdma_dev_access_netns() refuses)
+    return sorted((ib for ib in node.ibdevs.values() if ib.netns is None), key=lambda ib: ib.index)
 
 
 def _rdma_dev_show(node: Node, dummy_cmd: dict[str, Any]) -> Any:
@@ -180,8 +199,11 @@ def _rdma_link_show(node: Node, dummy_cmd: dict[str, Any]) -> Any:
             if ib.link_layer == "InfiniBand":
                 link.update({"subnet_prefix": "fe80:0000:0000:0000", "lid": ib.lid if state == "ACTIVE" else 0,
                              "sm_lid": ib.sm_lid, "lmc": 0})
-            elif ib.netdev:
-                link["netdev"] = ib.netdev
+            else:
+                # fill_port_info(): the netdev only when it is in the caller's namespace (net_eq(dev_net(netdev), net))
+                netdev = node.netdev_of_device(ib.dev)
+                if netdev is not None and netdev.netns is None:
+                    link["netdev"] = netdev.name
             out.append(link)
         return out
 
@@ -266,6 +288,10 @@ def _dump(node: Node, dummy_cmd: dict[str, Any]) -> Any:
             "netns_mode": "shared" if node.netns_shared else "exclusive", "modules": list(node.modules),
             "delays": dict(node.delays), "faults": [fault.describe() for fault in node.faults.list()],
             "netdevs": sorted(node.netdevs), "ibdevs": sorted(node.ibdevs), "boot_log": list(node.boot_log),
+            "pods": {name: {"netdevs": dict((nd.name, nd.dev.bdf if nd.dev else None)
+                                            for nd in node.ns_netdevs.get(name, {}).values()),
+                            "rdma": sorted(ib.name for ib in node.ibdevs.values() if ib.netns == name)}
+                     for name in node.netns},
             "pfs": {pf.dev.bdf: {"numvfs": pf.numvfs, "totalvfs": pf.totalvfs, "vfs": [vf.dev.bdf for vf in pf.vfs],
                                  "eswitch": pf.eswitch,
                                  "admin": {idx: {"node_guid": fmt.guid_colons(a.node_guid),
@@ -316,6 +342,9 @@ COMMANDS: dict[str, Handler] = {
     "set_delay": _set_delay,
     "netns_add": _netns_add,
     "netns_del": _netns_del,
+    "ip_link_set_netns": _ip_link_set_netns,
+    "rdma_dev_set_netns": _rdma_dev_set_netns,
+    "vf_set_netns": _vf_set_netns,
     "ip_link_set_vf": _ip_link_set_vf,
     "ip_link_set": _ip_link_set,
     "ip_link_show": _ip_link_show,

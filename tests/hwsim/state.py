@@ -170,6 +170,8 @@ class NetDev:
     name_assign_type: int = 0
     #: an mlx5 Ethernet PF port's QoS (DCB, OFED ECN; tests/hwsim/qos.py), fresh at every probe; None elsewhere
     qos: qos.PortQos | None = None
+    #: the network namespace it is in: None = init_net (the host's), else a pod's (``Node.netns``)
+    netns: str | None = None
 
 
 #: NET_NAME_UNKNOWN (IPoIB allocates "ib%d" with it; sysfs name_assign_type then reads EINVAL), NET_NAME_ENUM
@@ -219,6 +221,8 @@ class IbDev:
     tclass: int = -1
     roce_tos: int = 0
     roce_mode: str = "RoCE v2"
+    #: the network namespace it belongs to (exclusive mode only; ``rdma dev set <dev> netns``): None = init_net
+    netns: str | None = None
 
 
 @dataclass
@@ -262,7 +266,10 @@ class Node:
         self.delays = dict(spec.delays)
         self.devices: dict[str, PciDevice] = {}
         self.cards: list[Card] = []
+        #: the netdevs of init_net (the host's view), by name
         self.netdevs: dict[str, NetDev] = {}
+        #: netdevs moved into a pod's network namespace: {netns: {name there: netdev}} (names are per namespace)
+        self.ns_netdevs: dict[str, dict[str, NetDev]] = {}
         self.ibdevs: dict[str, IbDev] = {}
         self.modules: dict[str, Module] = {}
         self.netns: list[str] = []
@@ -333,6 +340,7 @@ class Node:
             self.cmdline = cmdline if cmdline is not None else self.spec.cmdline
             self.pending.clear()
             self.netns.clear()
+            self.ns_netdevs.clear()
             self.boot_log.clear()
             self.cma_groups = []
             self._power_on_cards()
@@ -809,13 +817,17 @@ class Node:
                 want_net[dev.bdf] = dev
         for name in [n for n, nd in self.netdevs.items() if nd.dev is not None and nd.dev.bdf not in want_net]:
             del self.netdevs[name]
+        # a netdev in a pod's namespace is unregistered wherever it is (pci_disable_sriov(), driver unbind)
+        for pod in self.ns_netdevs.values():
+            for name in [n for n, nd in pod.items() if nd.dev is not None and nd.dev.bdf not in want_net]:
+                del pod[name]
         for name in [n for n, ib in self.ibdevs.items() if ib.dev not in want_ib]:
             del self.ibdevs[name]
         have_ib = {ib.dev.bdf for ib in self.ibdevs.values()}
         for dev in want_ib:
             if dev.bdf not in have_ib:
                 self._add_ibdev(dev)
-        have_net = {nd.dev.bdf for nd in self.netdevs.values() if nd.dev is not None}
+        have_net = {nd.dev.bdf for nd in self.all_netdevs() if nd.dev is not None}
         for dev in want_net.values():
             if dev.bdf not in have_net:
                 self._add_port_netdev(dev)
@@ -842,10 +854,19 @@ class Node:
         return "Ethernet"
 
     def _netdev_of(self, dev: PciDevice) -> str | None:
-        for netdev in self.netdevs.values():
+        """The name of the function's netdev, in whichever namespace it is (an RDMA device's ``ib.netdev``)."""
+        for netdev in self.all_netdevs():
             if netdev.dev is dev:
                 return netdev.name
         return None
+
+    def all_netdevs(self) -> list[NetDev]:
+        """Every registered netdev: init_net's, then those in pods' namespaces."""
+        return list(self.netdevs.values()) + [nd for pod in self.ns_netdevs.values() for nd in pod.values()]
+
+    def netdev_of_device(self, dev: PciDevice) -> NetDev | None:
+        """The function's netdev wherever it is (None: it has none)."""
+        return next((nd for nd in self.all_netdevs() if nd.dev is dev), None)
 
     def _add_netdev(self, name: str, dev: PciDevice | None, kind: str, mtu: int, address: str, up: bool) -> NetDev:
         self._ifindex += 0 if name == "lo" else 1
@@ -1177,13 +1198,140 @@ class Node:
             if name in self.netns:
                 raise fmt.oserror(errno.EEXIST, name)
             self.netns.append(name)
+            self.ns_netdevs[name] = {}
 
-    def netns_del(self, name: str) -> None:
-        """The namespace is gone."""
+    def netns_del(self, name: str) -> dict[str, Any]:
+        """The namespace is gone (its last reference dropped: the pod sandbox torn down).  What the kernel's pernet
+        exit handlers do with the devices still in it:
+
+        * netdevs - net/core/dev.c ``default_device_exit_net()``: every device that is not ``netns_local`` and is
+          physical (no ``rtnl_link_ops``, or ops with ``netns_refund``: IPoIB's ``ipoib_link_ops`` has it,
+          drivers/infiniband/ulp/ipoib/ipoib_netlink.c; mlx5e and iavf netdevs have no link ops) goes back to
+          init_net through ``dev_change_net_namespace(dev, &init_net, fb_name)``: under its name in the pod when
+          init_net has no netdev of that name, else ``dev<ifindex>``, else the lowest free ``dev%d``;
+        * RDMA devices - drivers/infiniband/core/device.c ``rdma_dev_exit_net()`` moves every device of the dying
+          namespace back to init_net with ``rdma_dev_change_netns()``, under the same name (RDMA device names are
+          unique system-wide).
+
+        Returns ``{"netdevs": {name in the pod: name in init_net}, "rdma": [names]}``."""
         with self.lock:
+            self.advance()
             if name not in self.netns:
                 raise fmt.oserror(errno.ENOENT, name)
+            refunded = {}
+            for pod_name, netdev in list(self.ns_netdevs.get(name, {}).items()):
+                if netdev.name in self.netdevs:
+                    fallback = f"dev{netdev.ifindex}"
+                    target = fallback if fallback not in self.netdevs else self._alloc_name("dev%d")
+                else:
+                    target = netdev.name
+                self._netdev_to(netdev, name, None, target)
+                refunded[pod_name] = target
+            moved = []
+            for ib in self.ibdevs.values():
+                if ib.netns == name:
+                    ib.netns = None
+                    moved.append(ib.name)
             self.netns.remove(name)
+            self.ns_netdevs.pop(name, None)
+            self._changed()
+            return {"netdevs": refunded, "rdma": moved}
+
+    def _ns_table(self, netns: str | None) -> dict[str, NetDev]:
+        """The netdevs of a namespace by name (None: init_net); ENOENT for a namespace that does not exist."""
+        if netns is None:
+            return self.netdevs
+        if netns not in self.netns:
+            raise fmt.oserror(errno.ENOENT, netns)
+        return self.ns_netdevs.setdefault(netns, {})
+
+    def _netdev_to(self, netdev: NetDev, source: str | None, target: str | None, name: str) -> None:
+        """net/core/dev.c ``__dev_change_net_namespace()``: the netdev leaves ``source`` and registers in ``target``
+        under ``name``, keeping its ifindex (the simulator's ifindexes are unique on the node, so none collides).  It
+        sends NETDEV_UNREGISTER then NETDEV_REGISTER, and IPv4 (net/ipv4/devinet.c ``inetdev_event()``) destroys the
+        device's ``in_device`` and makes a fresh one from the *target* namespace's ``default`` devconf: the
+        ``/proc/sys/net/ipv4/conf/<name>`` values do not travel with it (a netdev back in init_net has init_net's
+        ``default`` values again).  Pods' own sysctl values are not modelled."""
+        del self._ns_table(source)[netdev.name]
+        if source is None:
+            self.sysctl.pop(netdev.name, None)
+        netdev.name = name
+        netdev.netns = target
+        self._ns_table(target)[name] = netdev
+        if target is None:
+            self.sysctl[name] = dict(self.sysctl["default"])
+
+    def link_set_netns(self, ifname: str, netns: str | None, new_name: str | None = None,
+                       source: str | None = None) -> str:
+        """``ip [-n SOURCE] link set dev IFNAME netns NETNS [name NEW_NAME]`` (rtnetlink do_setlink() ->
+        ``__dev_change_net_namespace()``): ENODEV for no such netdev in ``source`` (None: init_net), ENOENT for a
+        namespace that does not exist, EINVAL for ``lo`` (NETIF_F_NETNS_LOCAL), EEXIST when the name is taken in
+        the target namespace; moving to the namespace it is in is a no-op.  Returns the name in ``netns``.
+
+        This is what the SR-IOV CNI (and the host-device CNI) does with a VF's netdev for a pod, renaming it to the
+        pod's interface name (``net1``) inside, and back (under the name it had on the host) when the pod goes."""
+        with self.lock:
+            self.advance()
+            table = self._ns_table(source)
+            netdev = table.get(ifname)
+            if netdev is None:
+                raise fmt.oserror(errno.ENODEV, ifname)
+            target = self._ns_table(netns)
+            if netdev.dev is None:
+                raise fmt.oserror(errno.EINVAL, ifname)
+            name = new_name or ifname
+            if netns == source:
+                return ifname
+            if name in target:
+                raise fmt.oserror(errno.EEXIST, name)
+            self._netdev_to(netdev, source, netns, name)
+            self._changed()
+            return name
+
+    def rdma_dev_set_netns(self, name: str, netns: str | None, source: str | None = None) -> None:
+        """``rdma dev set NAME netns NETNS`` (nldev.c nldev_set_doit() -> device.c ``ib_device_set_netns_put()`` ->
+        ``rdma_dev_change_netns()``): EOPNOTSUPP while the subsystem is in shared mode (``ib_devices_shared_netns``),
+        ENODEV for a device the caller's namespace (``source``; None: init_net) does not see, ENOENT for a
+        namespace that does not exist; the device keeps its name (unique system-wide); moving a device to the
+        namespace it is in is a no-op.  mlx5_ib has ``disassociate_ucontext``, so its devices can move.
+
+        What the RDMA CNI (``rdma-cni``) does with a VF's RDMA device for a pod in exclusive mode."""
+        with self.lock:
+            self.advance()
+            ib = self.ibdevs.get(name)
+            if ib is None or (not self.netns_shared and ib.netns != source):
+                raise fmt.oserror(errno.ENODEV, name)
+            if netns is not None and netns not in self.netns:
+                raise fmt.oserror(errno.ENOENT, netns)
+            if self.netns_shared:
+                raise fmt.oserror(errno.EOPNOTSUPP, name)
+            if ib.netns == netns:
+                return
+            ib.netns = netns
+            self._changed()
+
+    def vf_set_netns(self, bdf: str, netns: str | None, ifname: str | None = None) -> dict[str, Any]:
+        """A pod takes a VF (``netns``) or gives it back (None), as the CNIs do it: the VF's netdev moves
+        (:meth:`link_set_netns`, renamed to ``ifname`` when given) and, in exclusive mode only, its RDMA device
+        (:meth:`rdma_dev_set_netns`; in shared mode the RDMA device stays in init_net, visible to every
+        namespace).  ENODEV for a PCI address that is not a bound VF.  Returns what moved:
+        ``{"netdev": name in the target or None, "rdma": name or None}``."""
+        with self.lock:
+            self.advance()
+            dev = self.devices.get(bdf)
+            if dev is None or dev.vf is None or dev.driver is None:
+                raise fmt.oserror(errno.ENODEV, bdf)
+            if netns is not None and netns not in self.netns:
+                raise fmt.oserror(errno.ENOENT, netns)
+            netdev = self.netdev_of_device(dev)
+            moved: dict[str, Any] = {"netdev": None, "rdma": None}
+            if netdev is not None:
+                moved["netdev"] = self.link_set_netns(netdev.name, netns, ifname, netdev.netns)
+            ib = next((ib for ib in self.ibdevs.values() if ib.dev is dev), None)
+            if ib is not None and not self.netns_shared:
+                self.rdma_dev_set_netns(ib.name, netns, ib.netns)
+                moved["rdma"] = ib.name
+            return moved
 
     # ------------------------------------------------------------------ modules (kmod semantics)
     def modprobe(self, name: str, params: dict[str, str] | None = None) -> list[str]:
