@@ -45,6 +45,15 @@ def rdma_audit(hosts, hostvars, mode="desired", layers=None, generated=None, res
         raise AnsibleFilterError("rdma_audit: %s" % exc) from exc
 
 
+def rdma_audit_facts(registered):
+    """``ansible_facts.rdma`` of one host from its registered ``rdma_audit_gather`` result (the facts as JSON text,
+    compressed or not) or ``rdma_facts`` result."""
+    facts, error = _audit_hosts.facts_of(_plain(registered))
+    if error is not None:
+        raise AnsibleFilterError("rdma_audit_facts: %s" % error)
+    return facts
+
+
 # what Ansible adds to an action's result: rdma_audit_report is the rdma_audit_report action's registered result
 _RESULT_KEYS = frozenset(("changed", "failed", "skipped", "msg", "files", "summary_lines", "invocation"))
 
@@ -86,4 +95,5 @@ class FilterModule:  # pylint: disable=too-few-public-methods
 
     def filters(self):
         return {"rdma_audit": rdma_audit, "rdma_audit_json": rdma_audit_json, "rdma_audit_markdown": rdma_audit_markdown,
-                "rdma_audit_junit": rdma_audit_junit, "rdma_audit_html": rdma_audit_html, "rdma_audit_summary": rdma_audit_summary}
+                "rdma_audit_junit": rdma_audit_junit, "rdma_audit_html": rdma_audit_html, "rdma_audit_summary": rdma_audit_summary,
+                "rdma_audit_facts": rdma_audit_facts}

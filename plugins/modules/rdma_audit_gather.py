@@ -61,6 +61,15 @@ options:
         a template.
     type: bool
     default: false
+  compress:
+    description:
+      - Return the facts compressed, as RV(rdma_facts_json_zlib), instead of RV(rdma_facts_json) (the node compresses
+        them, M(rdma.k8s_node.rdma_facts)'s O(rdma.k8s_node.rdma_facts#module:compress)); read them with the
+        P(rdma.k8s_node.rdma_audit_facts#filter) filter.
+      - The facts of a DGX H100 are about 90 KB of JSON text and 12 KB compressed; the controller holds every host's
+        result until the audit's report is written (the C(rdma.k8s_node.rdma_audit) role sets it).
+    type: bool
+    default: false
 attributes:
   facts:
     description: The facts are returned as RV(rdma_facts_json), not as C(ansible_facts); they do not update the host's facts.
@@ -85,6 +94,16 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ (audit_input.rdma_facts_json | from_json).devices | map(attribute='name') }}"
 
+- name: Facts of many hosts, compressed on the node
+  rdma.k8s_node.rdma_audit_gather:
+    desired_state: true
+    compress: true
+  register: audit_input
+
+- name: The compressed facts as a dictionary
+  ansible.builtin.debug:
+    msg: "{{ (audit_input | rdma.k8s_node.rdma_audit_facts).devices | map(attribute='name') }}"
+
 - name: Facts and two chosen variables
   rdma.k8s_node.rdma_audit_gather:
     desired_vars: [rdma_netns_mode, containerd_rdma_memlock]
@@ -97,9 +116,16 @@ rdma_facts_json:
     - The facts of M(rdma.k8s_node.rdma_facts) (what it returns as C(ansible_facts.rdma)) as compact JSON text;
       C(| from_json) gives the dictionary.
     - Earlier versions of this action returned them as C(ansible_facts.rdma) (see the changelog).
-  returned: when the node was reached and rdma_facts returned facts
+  returned: when the node was reached, rdma_facts returned facts and O(compress=false)
   type: str
   sample: '{"devices":[{"name":"mlx5_0","netdevs":["ibp24s0"]}],"gpus":[],"problems":[]}'
+rdma_facts_json_zlib:
+  description:
+    - The text of RV(rdma_facts_json) compressed (zlib, RFC 1950) and in base64 (RFC 4648);
+      C(| rdma.k8s_node.rdma_audit_facts) on the registered result gives the dictionary.
+  returned: when the node was reached, rdma_facts returned facts and O(compress=true)
+  type: str
+  sample: eJyrVkpJLctMTi1WsoqO1VFKLyhFsOLzMpPjE9PSMvMySyqVrKprawF0/hBz
 rdma_audit_desired:
   description: Each variable resolved (O(desired_state), O(desired_vars)) with its value as the task saw it, or V(__unset__).
   returned: always

@@ -53,6 +53,14 @@ options:
         at once.
     type: bool
     default: false
+  compress:
+    description:
+      - With O(facts_json=true), return the JSON text compressed, as RV(rdma_facts_json_zlib) (zlib, base64), instead
+        of RV(rdma_facts_json). The facts of a DGX H100 are about 90 KB of JSON and 12 KB compressed; a controller
+        that audits thousands of nodes holds every node's result until its report is written (docs/scale.md).
+      - Needs O(facts_json=true).
+    type: bool
+    default: false
 notes:
   - Runs on the node's own Python with the standard library only.
   - VF GUIDs are read from the VF's own RDMA device; a VF that is not bound to an RDMA driver has V(null) GUIDs.
@@ -89,6 +97,13 @@ rdma_facts_json:
   returned: when O(facts_json=true)
   type: str
   sample: '{"devices":[],"gpus":[],"gpu_nic_affinity":{}}'
+rdma_facts_json_zlib:
+  description:
+    - The text of RV(rdma_facts_json) encoded as UTF-8, compressed as a zlib stream (RFC 1950) and encoded in base64
+      (RFC 4648); C(rdma.k8s_node.rdma_audit_facts) decodes it.
+  returned: when O(facts_json=true) and O(compress=true)
+  type: str
+  sample: eJyrVkpJLctMTi1WsoqO1VFKLyhFsOLzMpPjE9PSMvMySyqVrKprawF0/hBz
 ansible_facts:
   description: Facts added to the host.
   returned: when O(facts_json=false) (the default)
@@ -564,7 +579,9 @@ ansible_facts:
           sample: [{"path": "/sys/bus/pci/devices/0000:1a:00.0/numa_node", "error": "cannot read ...: Permission denied"}]
 """
 
+import base64
 import json
+import zlib
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
@@ -599,9 +616,12 @@ def main():
             host_root=dict(type="path", default="/"),
             counters_interval=dict(type="float", default=0),
             facts_json=dict(type="bool", default=False),
+            compress=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
+    if module.params["compress"] and not module.params["facts_json"]:
+        module.fail_json(msg="compress=true needs facts_json=true: only the JSON text of the facts is compressed")
     try:
         interval = _counters_observe.check_interval(module.params["counters_interval"])
         host = HostRoot(module.params["host_root"])
@@ -631,7 +651,11 @@ def main():
         # one string instead of some 1,500 JSON objects: the controller's module decoder runs a Python hook per object
         # and checks every string (about 5 ms of controller CPU per large host, docs/benchmarks.md, session 13).  The
         # same text rdma_audit_gather made on the controller from ansible_facts.rdma: compact, ASCII escapes.
-        module.exit_json(changed=False, rdma_facts_json=json.dumps(facts, separators=(",", ":")))
+        text = json.dumps(facts, separators=(",", ":"))
+        if module.params["compress"]:
+            # about 1 ms here for 90 KB -> 12 KB: what crosses the wire and what the controller holds per host
+            module.exit_json(changed=False, rdma_facts_json_zlib=base64.b64encode(zlib.compress(text.encode())).decode())
+        module.exit_json(changed=False, rdma_facts_json=text)
     module.exit_json(changed=False, ansible_facts={"rdma": facts})
 
 

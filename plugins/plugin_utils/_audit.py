@@ -29,6 +29,7 @@ from ansible.module_utils.common.validation import check_type_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 # the topology room's PCIe classes (the choices of rdma_audit_gpu_nic_max_class, checked below)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology.judge import AFFINITY_ORDER
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _facts_text
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import listed, topo_matrix
 
 SCHEMA_VERSION = 1
@@ -211,6 +212,13 @@ def _inventory_checks(hosts):
                     "detail": check.get("detail")})
 
 
+def inflate_facts(blob):
+    """``(text, error)`` of ``rdma_facts_json_zlib`` (``_facts_text``: base64 of the zlib stream of the facts' JSON
+    text, at most ``_facts_text.MAX_TEXT`` bytes of it)."""
+    text, error = _facts_text.inflate(blob)
+    return text, None if error is None else "rdma_audit_gather returned %s" % error
+
+
 def decode_facts(text):
     """``(facts, error)`` of one host's facts as ``rdma_audit_gather``'s JSON text (``rdma_facts_json``)."""
     try:
@@ -259,7 +267,8 @@ def audit(hosts, generated=None):
     """The inventory report.  ``hosts`` = ``{name: {"facts": dict|None, "desired": dict|None,
     "layers": [..]|None, "error": str|None}}``; returns the ``report.json`` document (schema version 1).
 
-    A host's facts may come as ``"facts_json"`` (``rdma_audit_gather``'s text) instead of ``"facts"``: they are then
+    A host's facts may come as ``"facts_json"`` (``rdma_audit_gather``'s text) or ``"facts_json_zlib"`` (that text
+    compressed, ``compress: true``) instead of ``"facts"``: they are then
     decoded here, one host at a time, and dropped once that host is judged, so the audit never holds every host's
     decoded facts at once (the controller's peak memory at N hosts)."""
     work = {}
@@ -267,7 +276,11 @@ def audit(hosts, generated=None):
         spec = hosts[name]
         layers, option_errors = host_layers(spec.get("layers"))
         facts, error = spec.get("facts"), spec.get("error")
-        if facts is None and spec.get("facts_json") is not None:
+        if facts is None and spec.get("facts_json_zlib") is not None:
+            text, error = inflate_facts(spec["facts_json_zlib"])
+            if text is not None:
+                facts, error = decode_facts(text)
+        elif facts is None and spec.get("facts_json") is not None:
             facts, error = decode_facts(spec["facts_json"])
         try:
             checks = audit_host(facts, spec.get("desired"), layers, error, option_errors)

@@ -18,6 +18,8 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils._hostvars import pla
 UNSET = "__unset__"
 # rdma_audit_gather's key of the node's facts, as JSON text (plugins/action/rdma_audit_gather.py: FACTS_KEY)
 FACTS_KEY = "rdma_facts_json"
+# ... and compressed (rdma_audit_gather's compress: true, what the role asks for): base64 of the text's zlib stream
+ZLIB_KEY = "rdma_facts_json_zlib"
 MODES = ("desired", "facts_only")
 
 
@@ -34,12 +36,16 @@ def _failure(registered):
 
 def facts_of(registered):
     """``(facts, error)`` from the registered result of one host: ``rdma_audit_gather``'s (the facts as the JSON
-    text ``rdma_facts_json``), or ``rdma_facts``' own (``ansible_facts.rdma``, where
-    ``rdma_audit_gather`` returned them too before it returned ``rdma_facts_json``).
+    text ``rdma_facts_json``, or that text compressed, ``rdma_facts_json_zlib``), or ``rdma_facts``' own
+    (``ansible_facts.rdma``, where ``rdma_audit_gather`` returned them too before it returned ``rdma_facts_json``).
     The facts decoded from text are a new object: the caller may keep them as they are."""
     error = _failure(registered)
     if error is not None:
         return None, error
+    blob = registered.get(ZLIB_KEY)
+    if blob is not None:
+        text, error = _audit.inflate_facts(blob)
+        return _audit.decode_facts(text) if error is None else (None, error)
     text = registered.get(FACTS_KEY)
     if text is not None:
         return _audit.decode_facts(text)
@@ -75,8 +81,12 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
     copy = registered is _FROM_VARS
     if copy:
         registered = hvars.get(result_var)
-    text = registered.get(FACTS_KEY) if _failure(registered) is None else None
-    # rdma_audit_gather's text is decoded by the audit itself, one host at a time (_audit.audit: "facts_json")
+    key, text = None, None
+    if _failure(registered) is None:
+        key = next((key for key in (ZLIB_KEY, FACTS_KEY) if registered.get(key) is not None), None)
+        text = registered.get(key) if key else None
+    # rdma_audit_gather's text is decoded by the audit itself, one host at a time (_audit.audit: "facts_json" and
+    # "facts_json_zlib")
     facts, error = facts_of(registered) if text is None else (None, None)
     desired = None
     if mode == "desired":
@@ -93,5 +103,5 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
     spec = {"facts": _plain(facts) if copy and facts is not None else facts, "desired": desired,
             "layers": _plain(hvars.get("rdma_audit_layers")) or layers, "error": error}
     if text is not None:
-        spec["facts_json"] = text
+        spec["facts_json_zlib" if key == ZLIB_KEY else "facts_json"] = text
     return spec

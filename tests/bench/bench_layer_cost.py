@@ -137,14 +137,19 @@ def controller(tree: str, result_file: str, hosts: int, repeat: int) -> dict:
         facts_key = None
 
     module_text = getattr(gather, "invalid_utf8", None) is not None if facts_key else False
+    zlib_key = getattr(gather, "ZLIB_KEY", None) if module_text else None
     if module_text:  # since session 13 rdma_facts prints the facts as that text itself (facts_json: true)
         shaped = json.loads(text)
-        shaped["rdma_facts_json"] = json.dumps(shaped.pop("ansible_facts")["rdma"], separators=(",", ":"))
+        shaped[facts_key] = json.dumps(shaped.pop("ansible_facts")["rdma"], separators=(",", ":"))
+        if zlib_key:  # since session 19 compressed on the node, as the role asks (compress: true)
+            shaped[zlib_key] = gather._facts_text.deflate(shaped.pop(facts_key))  # pylint: disable=protected-access
         text = json.dumps(shaped)
 
     def one_result():
         data = json.loads(text, cls=decoder)  # the worker parses the module's stdout
-        if module_text:  # the module's text, checked for what ansible-core's decoder can no longer see in it
+        if zlib_key:  # the compressed text, inflated and checked as the action does
+            gather.invalid_utf8(gather._facts_text.inflate(data[zlib_key])[0])  # pylint: disable=protected-access
+        elif module_text:  # the module's text, checked for what ansible-core's decoder can no longer see in it
             gather.invalid_utf8(data[facts_key])
         elif facts_key:  # rdma_audit_gather: the facts leave ansible_facts as one string (as the action encodes them)
             facts = data.pop("ansible_facts", {}).get("rdma")

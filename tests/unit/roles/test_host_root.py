@@ -80,10 +80,16 @@ def test_module_defaults_group_reaches_the_modules(tmp_path, arp_ignore):
         "tasks": [
             {"name": "facts", "rdma.k8s_node.rdma_facts": {}, "register": "facts"},
             {"name": "gather", "rdma.k8s_node.rdma_audit_gather": {}, "register": "gathered"},
+            {"name": "zipped", "rdma.k8s_node.rdma_audit_gather": {"compress": True}, "register": "zipped"},
             {"name": "show", "ansible.builtin.debug": {"msg": "{{ {'facts': facts.ansible_facts.rdma.sysctl.all.arp_ignore,"
                                                               " 'gathered': (gathered.rdma_facts_json | from_json)"
                                                               ".sysctl.all.arp_ignore,"
-                                                              " 'gathered_facts': gathered.ansible_facts is defined}"
+                                                              " 'gathered_facts': gathered.ansible_facts is defined,"
+                                                              " 'zipped': (zipped | rdma.k8s_node.rdma_audit_facts)"
+                                                              ".sysctl.all.arp_ignore,"
+                                                              " 'zipped_text': zipped.rdma_facts_json is defined,"
+                                                              " 'same': (zipped | rdma.k8s_node.rdma_audit_facts)"
+                                                              " == (gathered | rdma.k8s_node.rdma_audit_facts)}"
                                                               " | to_json }}"}},
         ]}]), encoding="utf-8")
     env = {"ANSIBLE_COLLECTIONS_PATH": str(REPO / ".cache" / "collections"), "ANSIBLE_HOME": str(tmp_path / "home"),
@@ -97,4 +103,6 @@ def test_module_defaults_group_reaches_the_modules(tmp_path, arp_ignore):
     tasks = json.loads(done.stdout)["plays"][0]["tasks"]
     shown = [t for t in tasks if t["task"]["name"] == "show"][0]["hosts"]["localhost"]["msg"]
     # rdma_audit_gather returns the facts as JSON text, not as ansible_facts (no copy into the fact cache)
-    assert json.loads(shown) == {"facts": arp_ignore, "gathered": arp_ignore, "gathered_facts": False}
+    # ... and with compress: true, the node's compressed text, which the rdma_audit_facts filter reads back
+    assert json.loads(shown) == {"facts": arp_ignore, "gathered": arp_ignore, "gathered_facts": False,
+                                 "zipped": arp_ignore, "zipped_text": False, "same": True}

@@ -1,6 +1,9 @@
-"""rdma_audit_gather: the node's facts as JSON text (not ansible_facts), role_vars, the audit reading both shapes."""
+"""rdma_audit_gather: the node's facts as JSON text (not ansible_facts), compressed or not, role_vars, the audit
+reading every shape."""
 
+import base64
 import json
+import zlib
 from unittest import mock
 
 import pytest
@@ -10,7 +13,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.rdma.k8s_node.plugins.action import rdma_audit_gather as G
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_hosts
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_hosts, _facts_text
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 FACTS = {"devices": [{"name": "mlx5_0", "netdevs": ["ibp24s0"], "fw_ver": "28.39.1002"}], "gpus": [],
@@ -174,3 +177,79 @@ def test_a_text_that_is_not_facts_is_that_hosts_unknown_in_the_audit():
         gathered = dict((name, [c["detail"] for c in h["checks"] if c["id"] == "facts.gathered"])
                         for name, h in host["hosts"].items())
         assert host["hosts"]["h"]["status"] == "unknown" and why in gathered["h"][0] and gathered["ok"] == []
+
+
+def _zipped(text):
+    return base64.b64encode(zlib.compress(text.encode())).decode()
+
+
+def test_compress_asks_the_node_and_keeps_its_compressed_text():
+    """compress: rdma_facts compresses its text on the node; the action keeps that text as it is (after checking
+    it), the audit and the public filter read it back."""
+    text = json.dumps(FACTS, separators=(",", ":"))
+    action, calls = _action({"compress": True}, {}, {"changed": False, "rdma_facts_json_zlib": _zipped(text)})
+    result = action.run(task_vars={})
+    assert calls == [("rdma.k8s_node.rdma_facts", {"host_root": "/", "counters_interval": 0.0, "facts_json": True,
+                                                   "compress": True})]
+    assert result["rdma_facts_json_zlib"] == _zipped(text) and "rdma_facts_json" not in result
+    assert result["_ansible_no_log"] is True and "failed" not in result
+    assert _audit_hosts.facts_of(result) == (FACTS, None)
+    plain_spec = _audit_hosts.host_spec({}, "facts_only", [], {}, registered={"rdma_facts_json": text})
+    zipped_spec = _audit_hosts.host_spec({}, "facts_only", [], {}, registered=result)
+    assert zipped_spec.pop("facts_json_zlib") == result["rdma_facts_json_zlib"]
+    assert dict(zipped_spec, facts_json=text) == plain_spec
+    assert _audit.audit({"h": _audit_hosts.host_spec({}, "facts_only", [], {}, registered=result)}) == \
+        _audit.audit({"h": plain_spec})
+
+
+def test_compress_with_facts_returned_as_facts_compresses_them_here():
+    """An rdma_facts that returned ansible_facts.rdma (the shape before facts_json): compressed on the controller."""
+    action, _calls = _action({"compress": True}, {}, {"ansible_facts": {"rdma": FACTS}})
+    result = action.run(task_vars={})
+    assert _facts_text.inflate(result["rdma_facts_json_zlib"]) == (G._ENCODER.encode(FACTS), None)  # pylint: disable=protected-access
+    assert "rdma_facts_json" not in result and "ansible_facts" not in result
+
+
+@pytest.mark.parametrize("blob,why", [
+    ("not base64!", "cannot be read"),
+    (base64.b64encode(b"plain text").decode(), "cannot be read"),
+    (_zipped('{"a":1}')[:-8], "cut short"),
+    (base64.b64encode(zlib.compress(b'{"a":1}') + b"more").decode(), "followed by other data"),
+    (base64.b64encode(zlib.compress(b'{"a":"\xff"}')).decode(), "cannot be read"),
+    (_zipped(r'{"a":"\udc80"}'), "not valid UTF-8: '\\udc80'"),
+])
+def test_compressed_facts_that_cannot_be_read_fail_that_host(blob, why):
+    action, _calls = _action({"compress": True}, {}, {"changed": False, "rdma_facts_json_zlib": blob})
+    result = action.run(task_vars={})
+    assert result["failed"] is True and "rdma_facts_json_zlib" not in result and "_ansible_no_log" not in result
+    assert why in result["msg"] and result["msg"].startswith("rdma_facts returned ")
+    facts, error = _audit_hosts.facts_of(result)
+    assert facts is None and error == "rdma_facts failed: " + result["msg"]
+
+
+def test_a_compression_bomb_is_not_inflated():
+    """A node (a compromised one) cannot make the controller inflate more than MAX_TEXT: 1 MiB of zeros is 1 KB
+    compressed."""
+    bomb = base64.b64encode(zlib.compress(b"0" * (1024 * 1024), 9)).decode()
+    assert len(bomb) < 2048
+    assert _facts_text.inflate(bomb, limit=1024 * 1024)[0] == "0" * (1024 * 1024)
+    assert _facts_text.inflate(bomb, limit=1024 * 1024 - 1) == (
+        None, "compressed facts of more than %d bytes: not read" % (1024 * 1024 - 1))
+    # through the audit: that host is unknown, with the reason
+    spec = _audit_hosts.host_spec({}, "facts_only", [], {}, registered={"rdma_facts_json_zlib": "AAAA"})
+    host = _audit.audit({"h": spec})["hosts"]["h"]
+    gathered = [c["detail"] for c in host["checks"] if c["id"] == "facts.gathered"]
+    assert host["status"] == "unknown" and "rdma_audit_gather returned compressed facts" in gathered[0]
+
+
+@pytest.mark.parametrize("registered,expected", [
+    ({"rdma_facts_json_zlib": _zipped(json.dumps(FACTS))}, (FACTS, None)),
+    ({"rdma_facts_json_zlib": _zipped("[1]")}, (None, "rdma_audit_gather returned facts that are not a JSON object")),
+    ({"rdma_facts_json_zlib": 5}, (None, "rdma_audit_gather returned compressed facts that are not a string: int")),
+    # the compressed text wins over a plain one (the action returns one of them)
+    ({"rdma_facts_json_zlib": _zipped(json.dumps(FACTS)), "rdma_facts_json": "{}"}, (FACTS, None)),
+])
+def test_facts_of_reads_the_compressed_text(registered, expected):
+    facts, error = _audit_hosts.facts_of(registered)
+    assert facts == expected[0]
+    assert (error or "").startswith(expected[1] or "") and bool(error) == bool(expected[1])

@@ -198,8 +198,9 @@ def test_role_reads_the_same_variables_as_the_audit():
     assert "rdma_audit__desired_vars" not in role_vars
     tasks = yaml.safe_load((REPO / "roles" / "rdma_audit" / "tasks" / "main.yml").read_text())
     gather = [t for t in tasks if "rdma.k8s_node.rdma_audit_gather" in t][0]["rdma.k8s_node.rdma_audit_gather"]
-    # host_root, counters_interval and desired_state (rdma_audit_mode == 'desired') from the role's variables
-    assert gather == {"role_vars": True}
+    # host_root, counters_interval and desired_state (rdma_audit_mode == 'desired') from the role's variables; the
+    # facts compressed on the node
+    assert gather == {"role_vars": True, "compress": True}
     assert _layers.desired_vars() == _audit.DESIRED_VARS
 
 

@@ -1,11 +1,13 @@
 """rdma_facts module: main() in-process (check mode, bad host_root, contract keys) and the real ansible CLI."""
 
+import base64
 import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -15,6 +17,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
 from ansible_collections.rdma.k8s_node.plugins.modules import rdma_facts
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _facts_text
 from unit.plugins.sysfs_tree import SysfsTree
 
 try:
@@ -105,6 +108,22 @@ def test_facts_json_returns_the_same_facts_as_one_compact_json_text(node):
     text = result["rdma_facts_json"]
     assert text == json.JSONEncoder(separators=(",", ":")).encode(facts)
     assert text.isascii() and json.loads(text) == facts
+
+
+def test_compress_returns_the_same_text_compressed(node):
+    """compress: the text of facts_json as zlib in base64 (rdma_facts_json_zlib), nothing else; the audit's reader
+    gives back the same text."""
+    text = run({"host_root": str(node), "facts_json": True})["rdma_facts_json"]
+    result = run({"host_root": str(node), "facts_json": True, "compress": True})
+    assert set(result) == {"changed", "rdma_facts_json_zlib"} and result["changed"] is False
+    blob = result["rdma_facts_json_zlib"]
+    assert blob.isascii() and zlib.decompress(base64.b64decode(blob, validate=True)).decode() == text
+    assert _facts_text.inflate(blob) == (text, None) and len(blob) < len(text)
+
+
+def test_compress_without_facts_json_is_refused(node):
+    result = run({"host_root": str(node), "compress": True}, expect=FailJson)
+    assert result["msg"] == "compress=true needs facts_json=true: only the JSON text of the facts is compressed"
 
 
 def test_a_failing_containerd_observer_is_a_problem_and_containerd_is_read_once(node, monkeypatch):
