@@ -246,9 +246,10 @@ def record_sysctl(mp, tmp):
 
 
 @contextlib.contextmanager
-def converged_node(archetype, data, skip_if=None):
+def converged_node(archetype, data, skip_if=None, strategy=None):
     """A simulated node of ``archetype`` converged to a drawn desired state: ``(mp, node, facts, desired, made)``.
-    ``skip_if(facts)`` gives a reason to skip the test before anything is drawn."""
+    ``skip_if(facts)`` gives a reason to skip the test before anything is drawn; ``strategy(facts)`` draws the
+    desired state (default :func:`desired_states`)."""
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
         record_sysctl(mp, tmp)
         with sim_node(archetype, pathlib.Path(tmp), mp) as node:
@@ -256,7 +257,7 @@ def converged_node(archetype, data, skip_if=None):
             reason = skip_if(facts) if skip_if else None
             if reason:
                 pytest.skip(reason)
-            desired = data.draw(desired_states(facts), label="desired")
+            desired = data.draw((strategy or desired_states)(facts), label="desired")
             yield mp, node, facts, desired, converge(mp, node, desired, facts)
 
 
@@ -484,3 +485,89 @@ def test_containerd_drift_evidence_is_the_modules_check_mode_plan(archetype, how
             target = "/etc/containerd/config.toml" if how == "config" else \
                 "/etc/systemd/system/containerd.service.d/50-rdma-k8s-node-memlock.conf"
             assert [a["target"] for a in actions] == [target], (what, actions)
+
+
+# -- VFs in pods (issue 17: "This includes nodes whose VFs are in use by pods in other network namespaces") --------
+PODS = ("pod-a", "pod-b", "pod-c")
+
+
+def sriov_capable(facts):
+    return [d for d in facts["devices"] if not d.get("is_vf") and (d.get("sriov") or {}).get("totalvfs")]
+
+
+@st.composite
+def desired_states_with_vfs(draw, facts):
+    """:func:`desired_states` with at least one VF on the node (when it has an SR-IOV capable PF)."""
+    desired = draw(desired_states(facts))
+    capable = sriov_capable(facts)
+    if capable and not any(spec["num_vfs"] for spec in desired["sriov_pfs"]):
+        if not desired["sriov_pfs"]:
+            desired["sriov_pfs"] = [{"pci_address": capable[0]["pci_address"]}]
+        desired["sriov_pfs"][0]["num_vfs"] = draw(st.integers(1, min(4, next(
+            d for d in capable if d["pci_address"] == desired["sriov_pfs"][0]["pci_address"])["sriov"]["totalvfs"])))
+    return desired
+
+
+def vfs_of(node, desired):
+    """The PCI addresses of the VFs of the desired PFs, now."""
+    pfs = node.call({"cmd": "dump"})["pfs"]
+    return [vf for spec in desired["sriov_pfs"] for vf in pfs[spec["pci_address"]]["vfs"]]
+
+
+def move_vfs_into_pods(node, data, desired):
+    """Pods take a random subset of the VFs, as the SR-IOV CNI and (exclusive mode) the RDMA CNI do: each VF's netdev
+    moves into its pod's namespace as ``net<N>``, and in exclusive mode its RDMA device too.  Returns
+    ``{vf: (pod, what moved)}``."""
+    vfs = vfs_of(node, desired)
+    chosen = data.draw(st.lists(st.sampled_from(vfs), unique=True, min_size=1 if vfs else 0, max_size=len(vfs))
+                       if vfs else st.just([]), label="VFs in pods")
+    taken = {}
+    for vf in chosen:
+        pod = data.draw(st.sampled_from(PODS), label="pod of %s" % vf)
+        if pod not in node.call({"cmd": "dump"})["netns"]:
+            node.call({"cmd": "netns_add", "name": pod})
+        ifname = "net%d" % (1 + sum(1 for other, dummy in taken.values() if other == pod))
+        taken[vf] = (pod, node.call({"cmd": "vf_set_netns", "bdf": vf, "netns": pod, "ifname": ifname}))
+    return taken
+
+
+@pytest.mark.parametrize("archetype", ARCHETYPES)
+@settings(max_examples=3, deadline=None, database=None, derandomize=True, phases=(Phase.generate,),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_vfs_in_pods_change_nothing_and_one_perturbed_layer_drifts_alone(archetype, data, monkeypatch):  # pylint: disable=unused-argument
+    """Converged, then pods take some of the VFs (their netdevs, and in exclusive mode their RDMA devices, leave the
+    host's view): no module has work in check mode and the audit stays ok in every layer; then one layer changed
+    behind the collection's back drifts that layer alone, with the module's check-mode plan as its evidence."""
+    def skip_if(facts):
+        return None if sriov_capable(facts) else "no SR-IOV capable PF: no VF can be in a pod"
+
+    with converged_node(archetype, data, skip_if, desired_states_with_vfs) as (mp, node, facts, desired, made):
+        in_pods = move_vfs_into_pods(node, data, desired)
+        assert in_pods, "no VF moved"
+        exclusive = desired["rdma_netns_mode"] == "exclusive"
+        assert all(bool(moved["rdma"]) == (exclusive and bool(facts["devices"])) for dummy, moved in in_pods.values()
+                   if node.call({"cmd": "dump"})["ibdevs"]), in_pods
+        what = "VFs in pods: %s" % json.dumps(in_pods)
+        assert planned_work(mp, made) == dict((layer, False) for layer in LAYERS), what
+        found = audit(mp, node, desired)
+        assert found == dict((layer, []) for layer in LAYERS + ("facts",)), "%s: %s" % (what, json.dumps(found, indent=1))
+
+        layer = data.draw(st.sampled_from(LAYERS), label="perturbed layer")
+        choice = data.draw(st.integers(0, 7), label="choice")
+        if layer == "netns":
+            choice |= 1  # a pod exists: the kernel refuses a live mode switch (EBUSY), so change our modprobe.d file
+        what += "; " + PERTURB[layer](node, desired, facts, choice)
+        found = audit(mp, node, desired)
+        drifted = sorted(name for name, checks in found.items() if checks)
+        assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
+        work = planned_work(mp, made)
+        assert work == dict((name, name == layer) for name in LAYERS), what
+        if layer == "netns":
+            [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
+            actions = planned_actions(mp, made, "netns")
+            assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
+        if layer == "sysctl":
+            [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
+            actions = planned_actions(mp, made, "sysctl")
+            assert actions and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)

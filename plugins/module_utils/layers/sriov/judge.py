@@ -203,15 +203,41 @@ def _pf_checks_of(section, spec):
     return checks
 
 
+def _admin_guids(section, pf):
+    """``{VF index: [node GUID, port GUID]}`` (sysfs spelling) the PF's driver holds for its VFs (``ip link show``
+    NODE_GUID/PORT_GUID, or the OFED ``sriov/<vf>/`` files: what ib_vf_guids set), from the section's ``observed``;
+    {} when the facts have none (an older collection, no node tools)."""
+    entry = (((section.get("observed") or {}).get("pfs") or {}).get(pf.get("pci_address")) or {})
+    guids = entry.get("guids") or {}
+    out = {}
+    for index, admin in _observe.unpairs(guids.get("admin")).items():
+        if isinstance(admin, dict):
+            out[index] = [_observe.sysfs_spelling(admin.get("admin_node")), _observe.sysfs_spelling(admin.get("admin_port"))]
+    return out
+
+
 def guid_checks(section):
-    """``sriov.vf_guids`` per InfiniBand PF with VFs, as before the room (also in a facts-only audit)."""
+    """``sriov.vf_guids`` per InfiniBand PF with VFs, as before the room (also in a facts-only audit).
+
+    A VF bound to its driver whose RDMA device the host does not see is in a pod: in exclusive mode the RDMA CNI
+    moved its RDMA device into the pod's network namespace, and sysfs lists an RDMA device only in its own namespace
+    (drivers/infiniband/core/device.c: ib_class's ``ns_type``; docs/sriov.md "VFs in pods").  Its GUIDs are then the
+    ones its PF's driver holds for it (mlx5 gives a VF the administrative GUIDs when it binds, which ib_vf_guids
+    sets): those are judged, and the VF is named in ``live.in_pods``.  Only a VF with neither is unknown."""
     checks, seen = [], {}
     for pf in section.get("pfs") or []:
         if not pf.get("vfs") or pf.get("link_layer") != "InfiniBand":
             continue
-        zero, unbound, dup = [], [], []
+        zero, unbound, dup, in_pods = [], [], [], []
+        admin = None
         for vf in pf["vfs"]:
             guids = [vf.get("node_guid"), vf.get("port_guid")]
+            if any(g is None for g in guids) and vf.get("driver") and not vf.get("name"):
+                admin = _admin_guids(section, pf) if admin is None else admin
+                held = admin.get(vf.get("index"))
+                if held and all(held):
+                    guids = held
+                    in_pods.append(vf.get("index"))
             if any(g is None for g in guids):
                 unbound.append(vf.get("index"))
             if ZERO_GUID in guids:
@@ -234,8 +260,10 @@ def guid_checks(section):
                                 live={"unbound": unbound},
                                 detail="VFs not bound to mlx5_core: their GUIDs cannot be read"))
         else:
-            checks.append(check("sriov.vf_guids", "ok", subject=pf["name"], desired="non-zero, unique",
-                                live={"vfs": len(pf["vfs"])}))
+            live = {"vfs": len(pf["vfs"])}
+            if in_pods:
+                live["in_pods"] = in_pods
+            checks.append(check("sriov.vf_guids", "ok", subject=pf["name"], desired="non-zero, unique", live=live))
     return checks
 
 

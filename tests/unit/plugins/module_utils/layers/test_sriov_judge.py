@@ -375,3 +375,36 @@ def test_sriov_pfs_that_is_not_a_list_is_one_fail(specs):
 def test_entries_the_role_refuses_do_not_raise(spec):
     checks = dict((c["id"], c) for c in _judge.judge(_section(_entry(numvfs=2)), {"sriov_pfs": [spec]}))
     assert checks["sriov.config"]["status"] == "fail"
+
+
+def _pod_section(admin):
+    """An InfiniBand PF with VF 0 visible on the host and VF 1 bound but its RDMA device in a pod's network namespace
+    (exclusive mode: the host's sysfs does not list it), with the PF driver's admin GUIDs ``admin``."""
+    visible = {"index": 0, "pci_address": "0000:18:00.1", "driver": "mlx5_core", "name": "mlx5_10",
+               "node_guid": "0200:0000:0000:0001", "port_guid": "0200:0000:0000:0101"}
+    in_pod = {"index": 1, "pci_address": "0000:18:00.2", "driver": "mlx5_core", "name": None,
+              "node_guid": None, "port_guid": None}
+    pf = {"name": "mlx5_0", "pci_address": BDF, "link_layer": "InfiniBand", "vfs": [visible, in_pod]}
+    return {"pfs": [pf], "observed": {"pfs": {BDF: {"guids": {"admin": _observe.pairs(admin)}}}}}
+
+
+def test_vf_guids_of_a_vf_whose_rdma_device_is_in_a_pod_are_its_admin_guids():
+    """Regression (issue 17, VFs in pods): in exclusive mode the RDMA CNI moves a VF's RDMA device into the pod, the
+    host's sysfs no longer lists it, and ``sriov.vf_guids`` was ``unknown`` ("VFs not bound to mlx5_core") on a
+    converged node.  A bound VF with no visible RDMA device is judged on the GUIDs its PF's driver holds for it."""
+    admin = {0: {"admin_node": 0x0200000000000001, "admin_port": 0x0200000000000101},
+             1: {"admin_node": 0x0200000000000002, "admin_port": 0x0200000000000102}}
+    [guids] = _judge.guid_checks(_pod_section(admin))
+    assert guids["status"] == "ok" and guids["live"] == {"vfs": 2, "in_pods": [1]}, guids
+    # its admin GUIDs zero: drift, as for a visible VF; the same GUID as another VF: fail
+    [guids] = _judge.guid_checks(_pod_section({**admin, 1: {"admin_node": 0, "admin_port": 0}}))
+    assert guids["status"] == "drift" and guids["live"] == {"zero": [1]}, guids
+    [guids] = _judge.guid_checks(_pod_section({**admin, 1: dict(admin[0])}))
+    assert guids["status"] == "fail", guids
+    # no admin GUIDs in the facts (an older collection, no node tools) or a VF with no driver: unknown, as before
+    [guids] = _judge.guid_checks(dict(_pod_section(admin), observed=None))
+    assert guids["status"] == "unknown" and guids["live"] == {"unbound": [1]}, guids
+    section = _pod_section(admin)
+    section["pfs"][0]["vfs"][1]["driver"] = None
+    [guids] = _judge.guid_checks(section)
+    assert guids["status"] == "unknown", guids
