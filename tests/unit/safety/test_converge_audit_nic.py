@@ -27,7 +27,7 @@ import tempfile
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.irq import compact
@@ -254,3 +254,78 @@ def test_converged_nic_layers_audit_ok_and_one_perturbed_layer_drifts_alone(arch
         assert actions, what
         assert evidence(found[layer]) == dict((json.dumps(step, sort_keys=True), step) for step in actions), (
             what, found[layer], actions)
+
+
+# -- VFs in pods (issue 17: "This includes nodes whose VFs are in use by pods in other network namespaces") --------
+def make_vfs(node, data):
+    """VFs on up to two SR-IOV capable NIC PFs (as sriov_vfs makes them), before the NIC layers converge."""
+    capable = []
+    for bdf in sorted(pathlib.Path(node.root, "sys/bus/pci/devices").iterdir()):
+        total = bdf / "sriov_totalvfs"
+        if total.exists() and int(total.read_text()) and not (bdf / "physfn").exists():
+            capable.append(bdf)
+    chosen = data.draw(st.lists(st.sampled_from(capable), unique=True, min_size=1, max_size=2), label="PFs with VFs") \
+        if capable else []
+    for path in chosen:
+        (path / "sriov_numvfs").write_text("%d\n" % data.draw(st.integers(1, 3), label="VFs of %s" % path.name))
+    return [path.name for path in chosen]
+
+
+def move_vfs_into_pods(node, data):
+    """The RDMA netns mode (drawn), then pods take a random subset of the VFs: netdevs, and in exclusive mode their
+    RDMA devices (the SR-IOV and RDMA CNIs)."""
+    dump = node.call({"cmd": "dump"})
+    if "ib_core" in dump["modules"]:
+        node.call({"cmd": "rdma_system_set", "netns": data.draw(st.sampled_from(("shared", "exclusive")), label="mode")})
+    vfs = [vf for pf in dump["pfs"].values() for vf in pf["vfs"]]
+    chosen = data.draw(st.lists(st.sampled_from(vfs), unique=True, min_size=1, max_size=len(vfs)), label="in pods")
+    moved = {}
+    for vf in chosen:
+        pod = data.draw(st.sampled_from(("pod-a", "pod-b")), label="pod of %s" % vf)
+        if pod not in node.call({"cmd": "dump"})["netns"]:
+            node.call({"cmd": "netns_add", "name": pod})
+        ifname = "net%d" % (1 + sum(1 for other, dummy in moved.values() if other == pod))
+        moved[vf] = (pod, node.call({"cmd": "vf_set_netns", "bdf": vf, "netns": pod, "ifname": ifname}))
+    return moved
+
+
+@pytest.mark.parametrize("archetype", ARCHETYPES)
+@settings(max_examples=2, deadline=None, database=None, derandomize=True, phases=(Phase.generate,),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_vfs_in_pods_change_nothing_and_one_perturbed_nic_layer_drifts_alone(archetype, data):
+    """VFs made, the NIC layers converged, then pods take some VFs (their netdevs and, in exclusive mode, their RDMA
+    devices leave the host's view; their interrupts and config space stay): the three modules have no work in check
+    mode and the audit is ok; then one layer changed behind the collection's back drifts alone, with the module's
+    check-mode plan as its evidence."""
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+        with sim_node(archetype, pathlib.Path(tmp), mp) as node:
+            (node.root / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
+            (node.root / "usr/bin").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(SHIMS / "setpci", node.root / "usr/bin/setpci")
+            if not make_vfs(node, data):
+                pytest.skip("no SR-IOV capable PF: no VF can be in a pod")
+            facts = facts_of(mp, node)
+            desired = data.draw(desired_states(facts), label="desired")
+            made = converge(mp, node, desired)
+            in_pods = move_vfs_into_pods(node, data)
+            what = "VFs in pods: %s" % json.dumps(in_pods)
+            assert dict((layer, work) for layer, (work, dummy) in check_mode(mp, made).items()) == dict(
+                (layer, False) for layer in LAYERS), what
+            found = audit(mp, node, desired)
+            assert found == dict((layer, []) for layer in LAYERS + ("facts",)), "%s: %s" % (what, json.dumps(found, indent=1))
+
+            layers = [layer for layer in LAYERS if (node.root / UNITS[layer]).exists()]
+            if not layers:
+                return
+            layer = data.draw(st.sampled_from(layers), label="perturbed layer")
+            what += "; " + PERTURB[layer](node, facts_of(mp, node), desired, data.draw(st.integers(0, 11), label="choice"))
+            found = audit(mp, node, desired)
+            assert sorted(name for name, checks in found.items() if checks) == [layer], "%s: %s" % (
+                what, json.dumps(found, indent=1))
+            planned = check_mode(mp, made)
+            assert dict((name, work) for name, (work, dummy) in planned.items()) == dict(
+                (name, name == layer) for name in LAYERS), what
+            actions = planned[layer][1]
+            assert actions and evidence(found[layer]) == dict(
+                (json.dumps(step, sort_keys=True), step) for step in actions), (what, found[layer], actions)
