@@ -265,8 +265,11 @@ class _Discovery:
                 "sriov": None,
                 "vfs": [],
             }
-            if not device["netdevs"]:
-                # a device with no PCI function of its own (Soft-RoCE rxe, siw): its netdevs are its ports' GID netdevs
+            if pci is None:
+                # a device with no PCI function of its own (Soft-RoCE rxe, siw): its netdevs are its ports' GID netdevs.
+                # Not for a PCI function with no netdev listed: a VF whose netdev a pod's namespace holds (SR-IOV CNI)
+                # still names it in its GID's ndev (print_ndev() prints the name in the pod, ``net1``), a name this
+                # namespace has no such interface for - or another one (its MTU and sysctls would be another's)
                 device["netdevs"] = sorted(set(p["netdev"] for p in ports if p["netdev"]), key=topo.natural_key)
             if pci is not None:
                 device["pf"] = pci.physfn()
