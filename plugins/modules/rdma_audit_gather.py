@@ -18,12 +18,13 @@ description:
     variables in scope (play vars, role params, inventory, extra vars), in the same task.
   - Doing both in one task saves a worker fork and a result round per host against a separate C(set_fact),
     which is what bounds the audit's controller cost at hundreds of hosts.
-  - The node's facts are returned as JSON text, RV(rdma_facts_json), not as C(ansible_facts), so they do not go
-    into the host's facts. ansible-core copies every returned fact into the fact cache, again into every later
-    task's variables of that host, and walks every container of a registered result in its main process; as one
+  - The node's facts are returned as JSON text, RV(rdma_facts_json) (or compressed, RV(rdma_facts_json_zlib), with
+    O(compress=true)), not as C(ansible_facts), so they do not go into the host's facts. ansible-core copies every
+    returned fact into the fact cache, again into every later task's variables of that host, and walks every
+    container of a registered result in its main process; as one
     string the facts of a large node (some 1,500 dicts and lists) cost none of that. Read them with
-    C(registered.rdma_facts_json | from_json), which is what M(rdma.k8s_node.rdma_facts) returns as
-    C(ansible_facts.rdma).
+    C(registered | rdma.k8s_node.rdma_audit_facts) (or, uncompressed, C(registered.rdma_facts_json | from_json)),
+    which is what M(rdma.k8s_node.rdma_facts) returns as C(ansible_facts.rdma).
 author:
   - rdma.k8s_node contributors (@rdma-k8s-node)
 extends_documentation_fragment:
@@ -72,7 +73,7 @@ options:
     default: false
 attributes:
   facts:
-    description: The facts are returned as RV(rdma_facts_json), not as C(ansible_facts); they do not update the host's facts.
+    description: The facts are returned as RV(rdma_facts_json) or RV(rdma_facts_json_zlib), not as C(ansible_facts); they do not update the host's facts.
     support: none
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
@@ -125,7 +126,7 @@ rdma_facts_json_zlib:
       C(| rdma.k8s_node.rdma_audit_facts) on the registered result gives the dictionary.
   returned: when the node was reached, rdma_facts returned facts and O(compress=true)
   type: str
-  sample: eJyrVkpJLctMTi1WsoqO1VFKLyhFsOLzMpPjE9PSMvMySyqVrKprawF0/hBz
+  sample: eJyrVkpJLctMTi1WsoquVspLzE1VslLKzakwjTdQ0lHKSy0BSoPklDKTCoxMig2UYmtjdZTSC0pBgkBWQVF+Uk5qLphXCwDYdxlM
 rdma_audit_desired:
   description: Each variable resolved (O(desired_state), O(desired_vars)) with its value as the task saw it, or V(__unset__).
   returned: always

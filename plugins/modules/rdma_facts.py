@@ -94,13 +94,14 @@ RETURN = r"""
 rdma_facts_json:
   description:
     - The facts as compact JSON text, what RV(ansible_facts.rdma) holds otherwise (non-ASCII characters as C(\\u) escapes).
-  returned: when O(facts_json=true)
+  returned: when O(facts_json=true) and O(compress=false)
   type: str
   sample: '{"devices":[],"gpus":[],"gpu_nic_affinity":{}}'
 rdma_facts_json_zlib:
   description:
     - The text of RV(rdma_facts_json) encoded as UTF-8, compressed as a zlib stream (RFC 1950) and encoded in base64
-      (RFC 4648); C(rdma.k8s_node.rdma_audit_facts) decodes it.
+      (RFC 4648); the P(rdma.k8s_node.rdma_audit_facts#filter) filter, given the whole registered result, returns the
+      facts.
   returned: when O(facts_json=true) and O(compress=true)
   type: str
   sample: eJyrVkpJLctMTi1WsoqO1VFKLyhFsOLzMpPjE9PSMvMySyqVrKprawF0/hBz

@@ -225,6 +225,8 @@ def decode_facts(text):
         facts = json.loads(text) if isinstance(text, (str, bytes)) else None
     except ValueError as exc:
         return None, "rdma_audit_gather returned facts that are not JSON: %s" % exc
+    except RecursionError:
+        return None, "rdma_audit_gather returned facts nested too deeply to be decoded"
     if not isinstance(facts, dict):
         return None, "rdma_audit_gather returned facts that are not a JSON object: %s" % type(facts).__name__
     return facts, None
@@ -244,7 +246,7 @@ def host_layers(value):
 # (the topology room's, which judges the discovery's keys as the audit did before it was a room) or in an inventory
 # judgement of the host alone (the topology room's mtu_groups: an MTU that is not an integer raises TypeError): that
 # host is unknown, the others are judged.  The summary raises nothing (it shows what it can read).
-_MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError)
+_MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError)
 
 
 def _judge_alone(name, facts):

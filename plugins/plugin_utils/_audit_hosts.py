@@ -24,11 +24,13 @@ MODES = ("desired", "facts_only")
 
 
 def _failure(registered):
-    """Why a registered result holds no facts at all (not a result, unreachable, failed), or None."""
+    """Why a registered result holds no facts at all (not a result, unreachable, skipped, failed), or None."""
     if not isinstance(registered, Mapping):
         return "rdma_facts did not run on this host (it failed or was unreachable before the audit)"
     if registered.get("unreachable"):
         return "unreachable: %s" % registered.get("msg", "")
+    if registered.get("skipped"):
+        return "rdma_facts was skipped on this host: %s" % registered.get("skip_reason", registered.get("msg", ""))
     if registered.get("failed"):
         return "rdma_facts failed: %s" % registered.get("msg", "")
     return None

@@ -8,11 +8,12 @@ from unittest import mock
 
 import pytest
 
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.rdma.k8s_node.plugins.action import rdma_audit_gather as G
+from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import rdma_audit_facts
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_hosts, _facts_text
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
@@ -227,19 +228,67 @@ def test_compressed_facts_that_cannot_be_read_fail_that_host(blob, why):
     assert facts is None and error == "rdma_facts failed: " + result["msg"]
 
 
-def test_a_compression_bomb_is_not_inflated():
-    """A node (a compromised one) cannot make the controller inflate more than MAX_TEXT: 1 MiB of zeros is 1 KB
-    compressed."""
-    bomb = base64.b64encode(zlib.compress(b"0" * (1024 * 1024), 9)).decode()
-    assert len(bomb) < 2048
-    assert _facts_text.inflate(bomb, limit=1024 * 1024)[0] == "0" * (1024 * 1024)
-    assert _facts_text.inflate(bomb, limit=1024 * 1024 - 1) == (
-        None, "compressed facts of more than %d bytes: not read" % (1024 * 1024 - 1))
-    # through the audit: that host is unknown, with the reason
-    spec = _audit_hosts.host_spec({}, "facts_only", [], {}, registered={"rdma_facts_json_zlib": "AAAA"})
-    host = _audit.audit({"h": spec})["hosts"]["h"]
-    gathered = [c["detail"] for c in host["checks"] if c["id"] == "facts.gathered"]
-    assert host["status"] == "unknown" and "rdma_audit_gather returned compressed facts" in gathered[0]
+def test_the_inflate_bounds():
+    """At most MAX_TEXT bytes (a text of exactly the limit is read), and past RATIO_FREE at most MAX_RATIO times the
+    compressed stream: 2 MiB of zeros is 2 KB compressed."""
+    text = "0" * (1024 * 1024)
+    blob = _facts_text.deflate(text)
+    assert _facts_text.inflate(blob, limit=len(text)) == (text, None)
+    assert _facts_text.inflate(blob, limit=len(text) - 1) == (
+        None, "compressed facts of more than %d bytes: not read" % (len(text) - 1))
+    bomb = base64.b64encode(zlib.compress(b"0" * (2 * 1024 * 1024), 9)).decode()
+    sent = len(base64.b64decode(bomb))
+    assert _facts_text.inflate(bomb) == (
+        None, "compressed facts that inflate more than 50 times (%d bytes sent): not read" % sent)
+    # under RATIO_FREE any ratio is read; a real node's facts compress about 8 to 11 times
+    assert _facts_text.inflate(blob) == (text, None)
+    for limit in (0, -1):
+        with pytest.raises(ValueError, match="limit must be a positive number of bytes"):
+            _facts_text.inflate(blob, limit=limit)
+
+
+def test_a_compression_bomb_is_that_hosts_unknown_and_the_filter_says_why():
+    bomb = base64.b64encode(zlib.compress(b"[" + b"{}," * (1024 * 1024) + b"{}]", 9)).decode()
+    assert len(bomb) < 8192
+    spec = _audit_hosts.host_spec({}, "facts_only", [], {}, registered={"changed": False, "rdma_facts_json_zlib": bomb})
+    ok = _audit_hosts.host_spec({}, "facts_only", [], {}, registered={"ansible_facts": {"rdma": FACTS}})
+    report = _audit.audit({"bomb": spec, "ok": ok})
+    gathered = [c["detail"] for c in report["hosts"]["bomb"]["checks"] if c["id"] == "facts.gathered"]
+    assert report["hosts"]["bomb"]["status"] == "unknown"
+    assert "rdma_audit_gather returned compressed facts that inflate more than 50 times" in gathered[0]
+    # the other host is judged as it is alone
+    assert report["hosts"]["ok"] == _audit.audit({"ok": ok})["hosts"]["ok"]
+    with pytest.raises(AnsibleFilterError, match="rdma_audit_facts: rdma_audit_gather returned compressed facts that "
+                                                 "inflate more than 50 times"):
+        rdma_audit_facts({"rdma_facts_json_zlib": bomb})
+
+
+DEEP = '{"a":"\\udc80","b":' + "[" * 100000 + "]" * 100000 + "}"
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_facts_nested_too_deeply_make_that_host_unknown(compress):
+    """json.loads raises RecursionError (not a ValueError) on deep nesting: neither the gather (whose surrogate check
+    decodes the text) nor the audit may raise it; the host is unknown, the others are judged."""
+    key = "rdma_facts_json_zlib" if compress else "rdma_facts_json"
+    action, _calls = _action({"compress": compress}, {},
+                             {"changed": False, key: _zipped(DEEP) if compress else DEEP})
+    result = action.run(task_vars={})
+    assert not result.get("failed") and result[key]
+    spec = _audit_hosts.host_spec({}, "facts_only", [], {}, registered=result)
+    ok = _audit_hosts.host_spec({}, "facts_only", [], {}, registered={"ansible_facts": {"rdma": FACTS}})
+    report = _audit.audit({"deep": spec, "ok": ok})
+    gathered = [c["detail"] for c in report["hosts"]["deep"]["checks"] if c["id"] == "facts.gathered"]
+    assert report["hosts"]["deep"]["status"] == "unknown"
+    assert gathered == ["rdma_audit_gather returned facts nested too deeply to be decoded"]
+    # the other host is judged as it is alone
+    assert report["hosts"]["ok"] == _audit.audit({"ok": ok})["hosts"]["ok"]
+
+
+def test_a_skipped_gather_says_it_was_skipped():
+    registered = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+    assert _audit_hosts.facts_of(registered) == (
+        None, "rdma_facts was skipped on this host: Conditional result was False")
 
 
 @pytest.mark.parametrize("registered,expected", [
