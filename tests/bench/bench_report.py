@@ -222,7 +222,8 @@ def print_digests(measured: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--hosts", default="10000", help="comma-separated host counts")
-    parser.add_argument("--baseline", help="revision to compare with (git archive); none: the work tree alone")
+    parser.add_argument("--baseline", help="revision to compare with (git archive); none (or no option): the work tree "
+                                           "alone")
     parser.add_argument("--tree", help="collections directory of the tree to measure (default: this work tree)")
     parser.add_argument("--archetype", default="dgx-h100")
     parser.add_argument("--workdir", help="keep the node, the module result and the baseline tree here")
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = module_result(work, args.archetype)
         trees = {"tree": str(pathlib.Path(args.tree).resolve()) if args.tree else str(COLLECTIONS)}
-        if args.baseline:
+        if args.baseline and args.baseline != "none":
             sys.path[:0] = [str(BENCH)]
             import bench_layer_cost  # pylint: disable=import-outside-toplevel
             trees = {"baseline": str(bench_layer_cost.export_tree(args.baseline, work / ("tree-" + args.baseline))),
