@@ -39,6 +39,7 @@ from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._sysctl_settings import rdma_sysctl_settings
 from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module
 from unit.plugins.modules.simnode import sim_node
+from unit.safety.pods import pods_take
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 ARCHETYPES = ("dgx-h100", "roce-cx6dx", "numa-split", "a100-10nic", "dell-xe9680-12nic", "no-rdma")
@@ -201,6 +202,19 @@ def planned_actions(mp, made, layer):
     return actions
 
 
+def assert_plan_is_evidence(mp, made, found, layer, what):
+    """For a layer built as a room (netns, sysctl) the audit's evidence is the module's check-mode plan: the audit
+    runs the module's planner on rdma_facts' ``layers.<name>``."""
+    if layer == "netns":
+        [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
+        actions = planned_actions(mp, made, "netns")
+        assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
+    if layer == "sysctl":
+        [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
+        actions = planned_actions(mp, made, "sysctl")
+        assert actions and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
+
+
 # -- perturbations behind the collection's back --------------------------------------------------------------------
 def perturb_netns(node, desired, facts, choice):  # pylint: disable=unused-argument
     other = "exclusive" if desired["rdma_netns_mode"] == "shared" else "shared"
@@ -280,14 +294,7 @@ def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, dat
         assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
         work = planned_work(mp, made)
         assert work == dict((name, name == layer) for name in LAYERS), what
-        if layer == "netns":  # a room: the audit's evidence is the module's check-mode plan
-            [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
-            actions = planned_actions(mp, made, "netns")
-            assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
-        if layer == "sysctl":
-            [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
-            actions = planned_actions(mp, made, "sysctl")
-            assert actions and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
+        assert_plan_is_evidence(mp, made, found, layer, what)
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES)
@@ -518,17 +525,7 @@ def move_vfs_into_pods(node, data, desired):
     """Pods take a random subset of the VFs, as the SR-IOV CNI and (exclusive mode) the RDMA CNI do: each VF's netdev
     moves into its pod's namespace as ``net<N>``, and in exclusive mode its RDMA device too.  Returns
     ``{vf: (pod, what moved)}``."""
-    vfs = vfs_of(node, desired)
-    chosen = data.draw(st.lists(st.sampled_from(vfs), unique=True, min_size=1 if vfs else 0, max_size=len(vfs))
-                       if vfs else st.just([]), label="VFs in pods")
-    taken = {}
-    for vf in chosen:
-        pod = data.draw(st.sampled_from(PODS), label="pod of %s" % vf)
-        if pod not in node.call({"cmd": "dump"})["netns"]:
-            node.call({"cmd": "netns_add", "name": pod})
-        ifname = "net%d" % (1 + sum(1 for other, dummy in taken.values() if other == pod))
-        taken[vf] = (pod, node.call({"cmd": "vf_set_netns", "bdf": vf, "netns": pod, "ifname": ifname}))
-    return taken
+    return pods_take(node, data, vfs_of(node, desired), PODS)
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES)
@@ -563,11 +560,4 @@ def test_vfs_in_pods_change_nothing_and_one_perturbed_layer_drifts_alone(archety
         assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
         work = planned_work(mp, made)
         assert work == dict((name, name == layer) for name in LAYERS), what
-        if layer == "netns":
-            [mode] = [check for check in found["netns"] if check["id"] == "netns.mode"]
-            actions = planned_actions(mp, made, "netns")
-            assert actions and mode["detail"].endswith("planned: %s" % actions), (what, mode, actions)
-        if layer == "sysctl":
-            [dropin] = [check for check in found["sysctl"] if check["id"] == "sysctl.dropin"]
-            actions = planned_actions(mp, made, "sysctl")
-            assert actions and dropin["detail"] == "planned: %s" % actions, (what, dropin, actions)
+        assert_plan_is_evidence(mp, made, found, layer, what)

@@ -35,6 +35,7 @@ from ansible_collections.rdma.k8s_node.plugins.modules import irq_affinity, pcie
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from unit.plugins.modules.harness import ModuleExit, ModuleFail, run_module
 from unit.plugins.modules.simnode import SHIMS, sim_node
+from unit.safety.pods import pods_take
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 ARCHETYPES = ("dgx-h100", "roce-cx6dx", "numa-split", "a100-10nic", "dell-xe9680-12nic", "no-rdma")
@@ -277,16 +278,7 @@ def move_vfs_into_pods(node, data):
     dump = node.call({"cmd": "dump"})
     if "ib_core" in dump["modules"]:
         node.call({"cmd": "rdma_system_set", "netns": data.draw(st.sampled_from(("shared", "exclusive")), label="mode")})
-    vfs = [vf for pf in dump["pfs"].values() for vf in pf["vfs"]]
-    chosen = data.draw(st.lists(st.sampled_from(vfs), unique=True, min_size=1, max_size=len(vfs)), label="in pods")
-    moved = {}
-    for vf in chosen:
-        pod = data.draw(st.sampled_from(("pod-a", "pod-b")), label="pod of %s" % vf)
-        if pod not in node.call({"cmd": "dump"})["netns"]:
-            node.call({"cmd": "netns_add", "name": pod})
-        ifname = "net%d" % (1 + sum(1 for other, dummy in moved.values() if other == pod))
-        moved[vf] = (pod, node.call({"cmd": "vf_set_netns", "bdf": vf, "netns": pod, "ifname": ifname}))
-    return moved
+    return pods_take(node, data, [vf for pf in dump["pfs"].values() for vf in pf["vfs"]], ("pod-a", "pod-b"))
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES)
