@@ -67,14 +67,21 @@ def test_removed_vfs_are_gone_at_once_through_cached_dentries(dgx):
 
 def test_a_netdev_renamed_by_udev_leaves_no_old_name_behind(dgx):
     root = dgx.root
-    dgx.call({"cmd": "set_delay", "name": "udev_rename", "seconds": 0.3})
+    # long enough that the kernel's name is still there when listed, on a loaded machine (CI runs this beside the
+    # QEMU lane: 0.3 s was not always enough between the write and the listing)
+    dgx.call({"cmd": "set_delay", "name": "udev_rename", "seconds": 5})
     write(root / NUMVFS, "1")
     names = set(os.listdir(root / "sys/class/net"))
     kernel_names = sorted(n for n in names if n.startswith("ib") and not n.startswith("ibp"))
     assert kernel_names, names
     old = "sys/class/net/%s" % kernel_names[0]
-    warm(root, [old, old + "/mtu", old + "/device"])
-    time.sleep(0.5)  # udev renamed it (the node applies due events at the start of every operation)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:  # the old name's dentries kept fresh in the kernel's cache (1 s) until udev renames it
+            warm(root, [old, old + "/mtu", old + "/device"])
+        except FileNotFoundError:
+            break  # renamed (the node applies due events at the start of every operation)
+        time.sleep(0.1)
     assert errno_of(os.lstat, root / old) == errno.ENOENT
     assert errno_of(os.open, root / old / "mtu", os.O_RDONLY) == errno.ENOENT
     assert (root / "sys/class/net/ibp24s0v0").is_symlink()
