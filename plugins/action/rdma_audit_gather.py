@@ -32,13 +32,13 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _facts_text
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
 
 UNSET = "__unset__"
 #: the registered result's key holding the node's facts as JSON text (``_audit_hosts.facts_of`` reads it)
-FACTS_KEY = "rdma_facts_json"
-#: ... and holding that text compressed (``compress: true``; ``_facts_text``)
-ZLIB_KEY = "rdma_facts_json_zlib"
+FACTS_KEY = _facts_text.FACTS_KEY
+#: ... and holding that text compressed (``compress: true``)
+ZLIB_KEY = _facts_text.ZLIB_KEY
 # compact: what the audit decodes again on the controller; the facts of one node are about 90 KB of it
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 _SPEC = {

@@ -580,11 +580,10 @@ ansible_facts:
           sample: [{"path": "/sys/bus/pci/devices/0000:1a:00.0/numa_node", "error": "cannot read ...: Permission denied"}]
 """
 
-import base64
 import json
-import zlib
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostCommands, HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import discover, gather
@@ -655,8 +654,8 @@ def main():
         text = json.dumps(facts, separators=(",", ":"))
         if module.params["compress"]:
             # about 1 ms here for 90 KB -> 12 KB: what crosses the wire and what the controller holds per host
-            module.exit_json(changed=False, rdma_facts_json_zlib=base64.b64encode(zlib.compress(text.encode())).decode())
-        module.exit_json(changed=False, rdma_facts_json=text)
+            module.exit_json(**{"changed": False, _facts_text.ZLIB_KEY: _facts_text.deflate(text)})
+        module.exit_json(**{"changed": False, _facts_text.FACTS_KEY: text})
     module.exit_json(changed=False, ansible_facts={"rdma": facts})
 
 

@@ -26,10 +26,10 @@ from functools import wraps
 
 from ansible.module_utils.common.validation import check_type_bool
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 # the topology room's PCIe classes (the choices of rdma_audit_gpu_nic_max_class, checked below)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology.judge import AFFINITY_ORDER
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _facts_text
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import listed, topo_matrix
 
 SCHEMA_VERSION = 1
@@ -212,11 +212,11 @@ def _inventory_checks(hosts):
                     "detail": check.get("detail")})
 
 
-def inflate_facts(blob):
-    """``(text, error)`` of ``rdma_facts_json_zlib`` (``_facts_text``: base64 of the zlib stream of the facts' JSON
-    text, at most ``_facts_text.MAX_TEXT`` bytes of it)."""
+def decode_facts_zlib(blob):
+    """``(facts, error)`` of one host's facts as ``rdma_audit_gather``'s compressed text (``rdma_facts_json_zlib``:
+    ``_facts_text``, at most ``_facts_text.MAX_TEXT`` bytes of JSON once inflated)."""
     text, error = _facts_text.inflate(blob)
-    return text, None if error is None else "rdma_audit_gather returned %s" % error
+    return decode_facts(text) if error is None else (None, "rdma_audit_gather returned %s" % error)
 
 
 def decode_facts(text):
@@ -279,9 +279,7 @@ def audit(hosts, generated=None):
         layers, option_errors = host_layers(spec.get("layers"))
         facts, error = spec.get("facts"), spec.get("error")
         if facts is None and spec.get("facts_json_zlib") is not None:
-            text, error = inflate_facts(spec["facts_json_zlib"])
-            if text is not None:
-                facts, error = decode_facts(text)
+            facts, error = decode_facts_zlib(spec["facts_json_zlib"])
         elif facts is None and spec.get("facts_json") is not None:
             facts, error = decode_facts(spec["facts_json"])
         try:

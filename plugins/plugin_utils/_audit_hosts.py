@@ -11,15 +11,17 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 from collections.abc import Mapping
 
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._hostvars import plain as _plain
 
 # what the role's vars lookup (and rdma_audit_gather) gives for a variable that is not set
 UNSET = "__unset__"
-# rdma_audit_gather's key of the node's facts, as JSON text (plugins/action/rdma_audit_gather.py: FACTS_KEY)
-FACTS_KEY = "rdma_facts_json"
-# ... and compressed (rdma_audit_gather's compress: true, what the role asks for): base64 of the text's zlib stream
-ZLIB_KEY = "rdma_facts_json_zlib"
+# rdma_audit_gather's keys of the node's facts: as JSON text, and compressed (compress: true, what the role asks for)
+FACTS_KEY = _facts_text.FACTS_KEY
+ZLIB_KEY = _facts_text.ZLIB_KEY
+# each as the audit's host entry names it (_audit.audit), the compressed text first
+_TEXT_KEYS = ((ZLIB_KEY, "facts_json_zlib"), (FACTS_KEY, "facts_json"))
 MODES = ("desired", "facts_only")
 
 
@@ -46,8 +48,7 @@ def facts_of(registered):
         return None, error
     blob = registered.get(ZLIB_KEY)
     if blob is not None:
-        text, error = _audit.inflate_facts(blob)
-        return _audit.decode_facts(text) if error is None else (None, error)
+        return _audit.decode_facts_zlib(blob)
     text = registered.get(FACTS_KEY)
     if text is not None:
         return _audit.decode_facts(text)
@@ -83,10 +84,10 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
     copy = registered is _FROM_VARS
     if copy:
         registered = hvars.get(result_var)
-    key, text = None, None
+    spec_key, text = None, None
     if _failure(registered) is None:
-        key = next((key for key in (ZLIB_KEY, FACTS_KEY) if registered.get(key) is not None), None)
-        text = registered.get(key) if key else None
+        spec_key, text = next(((spec_key, registered[key]) for key, spec_key in _TEXT_KEYS
+                               if registered.get(key) is not None), (None, None))
     # rdma_audit_gather's text is decoded by the audit itself, one host at a time (_audit.audit: "facts_json" and
     # "facts_json_zlib")
     facts, error = facts_of(registered) if text is None else (None, None)
@@ -105,5 +106,5 @@ def host_spec(hvars, mode, layers, defaults, result_var="rdma_audit__facts", des
     spec = {"facts": _plain(facts) if copy and facts is not None else facts, "desired": desired,
             "layers": _plain(hvars.get("rdma_audit_layers")) or layers, "error": error}
     if text is not None:
-        spec["facts_json_zlib" if key == ZLIB_KEY else "facts_json"] = text
+        spec[spec_key] = text
     return spec

@@ -13,7 +13,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import bench_layer_cost as B  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _facts_text  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def test_low_is_the_mean_of_the_fastest_third():

@@ -202,6 +202,17 @@ def planned_actions(mp, made, layer):
     return actions
 
 
+def assert_drifts_alone(mp, node, made, desired, layer, what):
+    """After ``layer`` was changed behind the collection's back (``what``): the audit reports that layer alone, only
+    its module has work in check mode, and a room's evidence is that module's plan."""
+    found = audit(mp, node, desired)
+    drifted = sorted(name for name, checks in found.items() if checks)
+    assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
+    work = planned_work(mp, made)
+    assert work == dict((name, name == layer) for name in LAYERS), what
+    assert_plan_is_evidence(mp, made, found, layer, what)
+
+
 def assert_plan_is_evidence(mp, made, found, layer, what):
     """For a layer built as a room (netns, sysctl) the audit's evidence is the module's check-mode plan: the audit
     runs the module's planner on rdma_facts' ``layers.<name>``."""
@@ -289,12 +300,7 @@ def test_converged_audits_ok_and_one_perturbed_layer_drifts_alone(archetype, dat
         layers = [layer for layer in LAYERS if layer != "sriov" or desired["sriov_pfs"]]
         layer = data.draw(st.sampled_from(layers), label="perturbed layer")
         what = PERTURB[layer](node, desired, facts, data.draw(st.integers(0, 7), label="choice"))
-        found = audit(mp, node, desired)
-        drifted = sorted(name for name, checks in found.items() if checks)
-        assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
-        work = planned_work(mp, made)
-        assert work == dict((name, name == layer) for name in LAYERS), what
-        assert_plan_is_evidence(mp, made, found, layer, what)
+        assert_drifts_alone(mp, node, made, desired, layer, what)
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES)
@@ -555,9 +561,4 @@ def test_vfs_in_pods_change_nothing_and_one_perturbed_layer_drifts_alone(archety
         if layer == "netns":
             choice |= 1  # a pod exists: the kernel refuses a live mode switch (EBUSY), so change our modprobe.d file
         what += "; " + PERTURB[layer](node, desired, facts, choice)
-        found = audit(mp, node, desired)
-        drifted = sorted(name for name, checks in found.items() if checks)
-        assert drifted == [layer], "%s: %s" % (what, json.dumps(found, indent=1))
-        work = planned_work(mp, made)
-        assert work == dict((name, name == layer) for name in LAYERS), what
-        assert_plan_is_evidence(mp, made, found, layer, what)
+        assert_drifts_alone(mp, node, made, desired, layer, what)

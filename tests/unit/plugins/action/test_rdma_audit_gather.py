@@ -14,7 +14,8 @@ from ansible.template import Templar, trust_as_template
 
 from ansible_collections.rdma.k8s_node.plugins.action import rdma_audit_gather as G
 from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit import rdma_audit_facts
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_hosts, _facts_text
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _audit, _audit_hosts
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
 
 FACTS = {"devices": [{"name": "mlx5_0", "netdevs": ["ibp24s0"], "fw_ver": "28.39.1002"}], "gpus": [],

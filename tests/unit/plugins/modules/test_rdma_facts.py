@@ -17,7 +17,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.rdma.k8s_node.plugins.module_utils._host import HostRoot
 from ansible_collections.rdma.k8s_node.plugins.module_utils._rdma_discovery import gather
 from ansible_collections.rdma.k8s_node.plugins.modules import rdma_facts
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils import _facts_text
+from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
 from unit.plugins.sysfs_tree import SysfsTree
 
 try:

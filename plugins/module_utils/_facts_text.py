@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, rdma.k8s_node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A node's facts as ``rdma_facts`` prints them for the audit, compressed (``compress: true``): base64 (RFC 4648) of
-the zlib stream (RFC 1950) of their compact JSON text.  Read by the gather action (in every host's forked worker:
-nothing else is imported here) and by the audit."""
+"""A node's facts as ``rdma_facts`` prints them for the audit: their compact JSON text (``facts_json``), or that
+text compressed (``compress: true``): base64 (RFC 4648) of its zlib stream (RFC 1950).  Written by ``rdma_facts`` on
+the node (:func:`deflate`), read by the gather action in every host's forked worker (nothing else is imported here)
+and by the audit (:func:`inflate`)."""
 
 from __future__ import absolute_import, annotations, division, print_function
 
@@ -13,6 +14,9 @@ import base64
 import binascii
 import zlib
 
+#: the result's key of the facts' JSON text, and of that text compressed
+FACTS_KEY = "rdma_facts_json"
+ZLIB_KEY = "rdma_facts_json_zlib"
 #: the largest facts text a compressed result may inflate to.  A DGX H100's is 90 KB (7.8 times its compressed
 #: base64), with 16 VFs on each of its 8 InfiniBand PFs 297 KB (10.4 times); a node, which a compromised one may be,
 #: cannot make the controller inflate more, nor ...
