@@ -16,9 +16,9 @@ mount, command shims; see docs/benchmarks.md for which roles and why), and ``fac
 the largest archetype with VFs.
 
 CPU is split between the controller and the modules: ``ansible_python_interpreter`` is a wrapper that runs the
-real interpreter under GNU ``time`` and appends each module process's user+sys seconds to a log; the controller
-is everything else the ``ansible-playbook`` process tree used (``getrusage(RUSAGE_CHILDREN)``), i.e. the main
-process, its forked workers, the local connection's shells and the controller-side report writing.
+real interpreter under bash's ``time`` and appends each module process's user+sys seconds (to the millisecond) to a
+log; the controller is everything else the ``ansible-playbook`` process tree used (``getrusage(RUSAGE_CHILDREN)``),
+i.e. the main process, its forked workers, the local connection's shells and the controller-side report writing.
 
 ``--strategy linear,mitogen_linear`` runs every audit/baseline measurement once per strategy plugin, interleaved at
 each N (rows ``audit/linear``, ``audit/mitogen_linear``), and compares each strategy's controller CPU, wall, peak RSS
@@ -57,10 +57,10 @@ PLAYBOOKS = {
     "baseline": BENCH / "fleet" / "baseline_audit.yml",
 }
 DEFAULT_CONFIG = REPO / "examples" / "ansible.cfg"
-GNU_TIME = "/usr/bin/time"
-# one line per module process: "<user> <sys> <elapsed>" (GNU time -f)
+# one line per timed process: "<user> <sys> <elapsed>", seconds to the millisecond (bash's `time`, TIMEFORMAT below;
+# earlier runs' logs hold GNU time's centiseconds, read alike)
 _CPU_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s*$")
-# bash `times`: "0m0.004s 0m0.000s" (fallback wrapper without GNU time)
+# bash `times`: "0m0.004s 0m0.000s" (the logs of an older wrapper)
 _TIMES_LINE = re.compile(r"^\s*(\d+)m(\d+(?:\.\d+)?)s\s+(\d+)m(\d+(?:\.\d+)?)s\s*$")
 _RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)"
                     r"\s+rescued=(\d+)\s+ignored=(\d+)")
@@ -134,18 +134,26 @@ def build_fleet(workdir: pathlib.Path, archetype: str, count: int, roots: str = 
 NODE_ENV_UNSET = ("PYTHONUNBUFFERED",)
 
 
+def timed_wrapper(command: str, log: pathlib.Path, prelude: str = "") -> str:
+    """A bash script that runs ``command`` with its arguments and appends its user/sys/elapsed seconds to ``log``.
+
+    bash's ``time`` prints them to the millisecond (the process's rusage, plus the fork bash makes for it, a fraction
+    of a millisecond).  GNU time, used before session 20, prints centiseconds cut short: about 9 ms of every module
+    process's CPU went missing (93.3 against 102.1 ms a call for the same 40 processes measured both ways), and
+    the fleet benchmark counted it as the controller's.  The command's stdin, stdout, stderr and exit status pass
+    through (``time`` writes to file descriptor 2 of the group, sent to the log; the command gets the caller's
+    stderr back as 2).
+    """
+    return ('#!/bin/bash\n%sTIMEFORMAT="%%3U %%3S %%3R"\n{ time "%s" "$@" 2>&3 3>&-; } 3>&2 2>>"%s"\n'
+            % (prelude, command, log))
+
+
 def write_timed_interpreter(path: pathlib.Path, log: pathlib.Path, python: str = sys.executable) -> pathlib.Path:
     """An ``ansible_python_interpreter`` that runs ``python`` and appends its user/sys/elapsed seconds to ``log``.
 
     It stands for the node's own Python, so the local connection's inherited ``NODE_ENV_UNSET`` is dropped first.
     """
-    unset = "unset %s\n" % " ".join(NODE_ENV_UNSET)
-    if os.access(GNU_TIME, os.X_OK):
-        body = '#!/bin/sh\n%sexec %s -a -o "%s" -f "%%U %%S %%e" "%s" "$@"\n' % (unset, GNU_TIME, log, python)
-    else:  # bash's `times` (children's user and sys) when GNU time is not installed
-        body = ('#!/bin/bash\n%s"%s" "$@"\nrc=$?\nt=$(times | tail -n 1)\necho "$t" >> "%s"\nexit $rc\n'
-                % (unset, python, log))
-    path.write_text(body, encoding="utf-8")
+    path.write_text(timed_wrapper(python, log, "unset %s\n" % " ".join(NODE_ENV_UNSET)), encoding="utf-8")
     path.chmod(0o755)
     return path
 
@@ -576,15 +584,14 @@ def converge_run(workdir: pathlib.Path, archetype: str, config: pathlib.Path | N
 
 
 def timed_shims(directory: pathlib.Path, log: pathlib.Path) -> pathlib.Path:
-    """tests/hwsim/shims, each run under GNU time appending to ``log`` (their CPU is the simulation's, not ours)."""
+    """tests/hwsim/shims, each timed (``timed_wrapper``) into ``log`` (their CPU is the simulation's, not ours)."""
     directory.mkdir(parents=True, exist_ok=True)
     source = REPO / "tests" / "hwsim" / "shims"
     for shim in sorted(source.iterdir()):
-        if not os.access(shim, os.X_OK) or not os.access(GNU_TIME, os.X_OK):
+        if not os.access(shim, os.X_OK):
             continue
         wrapper = directory / shim.name
-        wrapper.write_text('#!/bin/sh\nexec %s -a -o "%s" -f "%%U %%S %%e" "%s" "$@"\n' % (GNU_TIME, log, shim),
-                           encoding="utf-8")
+        wrapper.write_text(timed_wrapper(str(shim), log), encoding="utf-8")
         wrapper.chmod(0o755)
     return directory if any(directory.iterdir()) else source
 
