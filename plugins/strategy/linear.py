@@ -27,7 +27,12 @@ author:
   - rdma.k8s_node contributors (@rdma-k8s-node)
 version_added: 0.2.0
 notes:
-  - A play or C(ansible.cfg) naming another strategy (C(free), C(mitogen_linear)) still wins for its own plays.
+  - A play's C(strategy) keyword wins over C(ansible.cfg) and C(ANSIBLE_STRATEGY), so the collection's playbooks
+    always run with this strategy; in C(ansible.cfg) it applies to plays that name none.
+  - One difference from C(ansible.builtin.linear) remains, in the task debugger only. When a failed C(run_once)
+    task is redone there, ansible-core puts the play's other hosts back only under a strategy named C(linear).
+  - With C(throttle) as a plain number, it waits on the first C(throttle) workers, as ansible-core looks at those
+    only; with a templated C(throttle), it waits as ansible-core does.
 """
 
 from multiprocessing.connection import wait as wait_any
@@ -39,7 +44,8 @@ except ImportError:     # an ansible-core before its JSON profiles: nothing to l
 
 from ansible.plugins.strategy.linear import StrategyModule as LinearStrategy
 
-# Wake at least this often while every worker is busy, as ansible-core's loop notices a terminated run.
+# While every worker is busy, look again at least this often (a run being torn down, a worker that ended without its
+# sentinel saying so).
 WAKE_S = 0.5
 
 
@@ -64,22 +70,30 @@ class StrategyModule(LinearStrategy):
         return super().run(iterator, play_context)
 
     def _queue_task(self, host, task, task_vars, play_context):
-        self._wait_for_a_free_worker()
+        self._wait_for_a_free_worker(task)
         super()._queue_task(host, task, task_vars, play_context)
 
-    def _wait_for_a_free_worker(self):
-        """Return once one of the workers is free (a slot never used, or a process that ended), sleeping on the
-        busy processes' sentinels meanwhile; at once when the workers are not what this strategy knows."""
+    def _wait_for_a_free_worker(self, task=None):
+        """Return once one of the worker slots ansible-core will look at for ``task`` is free (a slot never used, or
+        a process that ended), sleeping on the busy processes' sentinels meanwhile; at once when the workers are not
+        what this strategy knows, and whenever in doubt (ansible-core's own loop then polls, as it always did)."""
         workers = getattr(self, "_workers", None)
         if not isinstance(workers, list) or not workers:
             return
+        # ansible-core looks at the first `throttle` slots only (a plain number; run_once ignores throttle)
+        throttle = getattr(task, "throttle", 0)
+        if (isinstance(throttle, int) and not isinstance(throttle, bool) and 0 < throttle < len(workers)
+                and not getattr(task, "run_once", False) and getattr(self, "ALLOW_BASE_THROTTLING", False)):
+            workers = workers[:throttle]
         while not getattr(self._tqm, "_terminated", False):
-            sentinels = []
             try:
+                sentinels = []
                 for worker in workers:
                     if worker is None or not worker.is_alive():
                         return
                     sentinels.append(worker.sentinel)
-            except (AttributeError, ValueError):     # not a started multiprocessing.Process (closed, or another kind)
+                ready = wait_any(sentinels, timeout=WAKE_S)
+            except (AttributeError, ValueError, OSError):   # not a started multiprocessing.Process, or closed
                 return
-            wait_any(sentinels, timeout=WAKE_S)
+            if ready and all(worker.is_alive() for worker in workers):
+                return      # a sentinel that says "ended" of a live process: never sleep on it in a loop

@@ -36,11 +36,18 @@ def sleeper(seconds):
     return proc
 
 
-def test_the_wait_sleeps_until_a_worker_ends():
+class Task:
+    def __init__(self, throttle=0, run_once=False):
+        self.throttle, self.run_once = throttle, run_once
+
+
+def test_the_wait_sleeps_until_a_worker_ends(monkeypatch):
+    # woken by the ended worker's sentinel, not by the periodic look (30 s here)
+    monkeypatch.setattr(linear, "WAKE_S", 30)
     workers = [sleeper(0.6), sleeper(5)]
     try:
         cpu, start = time.process_time(), time.monotonic()
-        strategy_with(workers)._wait_for_a_free_worker()
+        strategy_with(workers)._wait_for_a_free_worker(Task())
         waited, used = time.monotonic() - start, time.process_time() - cpu
         assert 0.5 < waited < 4.5
         assert not workers[0].is_alive() and workers[1].is_alive()
@@ -75,12 +82,33 @@ def test_the_wait_returns_at_once_when_a_slot_is_free_or_unknown(workers):
         workers = [make(kind) for kind in workers]
     try:
         start = time.monotonic()
-        strategy_with(workers)._wait_for_a_free_worker()
+        strategy_with(workers)._wait_for_a_free_worker(Task())
         assert time.monotonic() - start < 1
     finally:
         for proc in made:
             proc.kill()
             proc.join()
+
+
+@pytest.mark.parametrize("task, waits", [
+    (Task(throttle=1), True),                   # ansible-core looks at slot 0 only: wait for it
+    (Task(throttle=1, run_once=True), False),   # run_once ignores throttle: slot 1 is free
+    (Task(throttle="{{ n }}"), False),          # a template: every slot, then ansible-core's own loop
+    (Task(throttle=0), False),
+])
+def test_the_wait_looks_at_the_slots_a_throttled_task_may_use(monkeypatch, task, waits):
+    monkeypatch.setattr(linear, "WAKE_S", 30)
+    busy = sleeper(0.6)
+    ended = sleeper(0)
+    ended.join()
+    try:
+        start = time.monotonic()
+        strategy_with([busy, ended])._wait_for_a_free_worker(task)
+        waited = time.monotonic() - start
+        assert (waited > 0.5) is waits and waited < 10
+    finally:
+        busy.kill()
+        busy.join()
 
 
 def test_the_wait_ends_when_the_run_is_terminated():
@@ -89,13 +117,27 @@ def test_the_wait_ends_when_the_run_is_terminated():
     strategy._tqm._terminated = True
     try:
         start = time.monotonic()
-        strategy._wait_for_a_free_worker()
+        strategy._wait_for_a_free_worker(Task())
         assert time.monotonic() - start < 1
     finally:
         workers[0].kill()
         workers[0].join()
 
 
+def test_run_loads_the_profiles_before_the_play(monkeypatch):
+    calls = []
+    monkeypatch.setattr(linear, "load_module_json_profiles", lambda: calls.append("profiles"))
+    monkeypatch.setattr(linear.LinearStrategy, "run", lambda self, iterator, play_context: calls.append("play") or 0)
+    assert strategy_with([]).run(None, None) == 0
+    assert calls == ["profiles", "play"]
+
+
+def test_no_profiles_to_load_on_an_older_ansible_core(monkeypatch):
+    monkeypatch.setattr(linear, "Direction", None)
+    linear.load_module_json_profiles()      # an ansible-core without module JSON profiles: nothing, no error
+
+
+@pytest.mark.skipif(linear.Direction is None, reason="this ansible-core has no module JSON profiles")
 def test_the_json_profiles_are_loaded_in_the_main_process():
     code = ("import sys\n"
             "from ansible_collections.rdma.k8s_node.plugins.strategy import linear\n"
