@@ -24,9 +24,9 @@ i.e. the main process, its forked workers, the local connection's shells and the
 each N (rows ``audit/linear``, ``audit/mitogen_linear``), and compares each strategy's controller CPU, wall, peak RSS
 and report files (time stamps masked) with the first's; ``--venv`` names the venv whose ``ansible-playbook`` runs
 them (Mitogen for Ansible is installed in a venv of its own, not in .venv: docs/scale.md, "Mitogen").
-``ANSIBLE_STRATEGY`` does not beat a play's ``strategy`` keyword, and playbooks/audit.yml names one (since it pinned
-``linear`` for run_once, now ``rdma.k8s_node.linear``): ``--strategy`` changes the baseline's plays, not the audit's,
-until the audit's keyword can be set from outside (the Mitogen figures of docs/scale.md were measured before the pin).
+``ANSIBLE_STRATEGY`` does not beat a play's ``strategy`` keyword, and playbooks/audit.yml names one (it pins
+``linear`` for run_once since c4bcb77): ``--strategy`` changes the baseline's plays, not the audit's, until the
+audit's keyword can be set from outside (the Mitogen figures of docs/scale.md were measured before the pin).
 ``--cgroup-cpu`` also counts each run's CPU in a cpuacct cgroup of its own, which sees processes nobody waited for.
 
 Prints a table and, with ``--json FILE``, the raw measurements.  Asserts nothing about time.

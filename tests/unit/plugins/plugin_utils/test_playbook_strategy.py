@@ -1,20 +1,15 @@
 """The collection's playbooks that run tasks ``run_once`` (the audit's comparison and report files, validate's
 pairing, provision's inventory-wide GUID check) pin the ``linear`` strategy: an ansible.cfg that configures ``free``
 (or another free-running strategy such as mitogen_free) would otherwise run those tasks once per host, silently
-(ansible-core does not honour run_once under a free strategy).  The collection's own ``rdma.k8s_node.linear`` is
-that strategy (a subclass of it that costs the controller less per host: plugins/strategy/linear.py)."""
+(ansible-core does not honour run_once under a free strategy)."""
 
 import pathlib
 
 import pytest
-
-from ansible.plugins.strategy.linear import StrategyModule as BuiltinLinear
-from ansible_collections.rdma.k8s_node.plugins.strategy.linear import StrategyModule as CollectionLinear
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 ROLES = REPO / "roles"
-LINEAR = "rdma.k8s_node.linear"
 
 
 def _roles_with_run_once():
@@ -38,16 +33,9 @@ def test_plays_that_run_once_pin_the_linear_strategy(playbook):
         if "import_playbook" in play or play.get("hosts") in ("localhost", "127.0.0.1"):
             continue  # one host: run_once is moot
         if _uses(play, roles):
-            assert play.get("strategy") == LINEAR, "%s: play %r runs tasks once for all hosts" % (playbook, play["name"])
+            assert play.get("strategy") == "linear", "%s: play %r runs tasks once for all hosts" % (playbook, play["name"])
 
 
 def test_the_audit_play_is_checked():
     play = yaml.safe_load((REPO / "playbooks/audit.yml").read_text(encoding="utf-8"))[0]
-    assert _uses(play, _roles_with_run_once()) and play["strategy"] == LINEAR
-
-
-def test_the_collection_linear_is_ansible_core_linear():
-    assert issubclass(CollectionLinear, BuiltinLinear)
-    # what it changes: the wait for a worker and the play's start; the task loop is ansible-core's
-    overridden = sorted(name for name in vars(CollectionLinear) if not name.startswith("__"))
-    assert overridden == ["_queue_task", "_wait_for_a_free_worker", "run"]
+    assert _uses(play, _roles_with_run_once()) and play["strategy"] == "linear"
