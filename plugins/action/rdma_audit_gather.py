@@ -49,6 +49,11 @@ _SPEC = {
     "role_vars": {"type": "bool", "default": False},
     "compress": {"type": "bool", "default": False},
 }
+# every layer's desired-state variables, from the registry once when the strategy loads this action in the
+# main process (a forked worker inherits it instead of deriving it again for each host)
+DESIRED_VARS = _layers.desired_vars()
+# the options' validator, built once for the same reason
+_VALIDATOR = ArgumentSpecValidator(_SPEC)
 # role_vars: the option each of the rdma_audit role's variables gives when the task does not set it (the desired
 # state is the mode's comparison, as the role's task wrote it: rdma_audit_mode == 'desired')
 ROLE_VARS = (("host_root", "rdma_audit_host_root"), ("counters_interval", "rdma_audit_hw_counter_interval"),
@@ -113,14 +118,14 @@ class ActionModule(ActionBase):
                     value = self._templar.template(task_vars[var])
                     args[option] = value == "desired" if option == "desired_state" else value
                     taken.append("%s from %s" % (option, var))
-        validated = ArgumentSpecValidator(_SPEC).validate(args)
+        validated = _VALIDATOR.validate(args)
         if validated.error_messages:
             raise AnsibleActionFail("rdma_audit_gather: %s%s" % ("; ".join(validated.error_messages),
                                                                  " (%s)" % ", ".join(taken) if taken else ""))
         params = validated.validated_parameters
         # exactly what `query('ansible.builtin.vars', *names, default='__unset__')` returned in the set_fact
         desired = {}
-        names = list(_layers.desired_vars()) if params["desired_state"] else []
+        names = list(DESIRED_VARS) if params["desired_state"] else []
         names.extend(name for name in params["desired_vars"] if name not in names)
         for name in names:
             desired[name] = self._templar.template(task_vars[name]) if name in task_vars else UNSET

@@ -15,10 +15,17 @@ and, once: ``converge`` -- a second (no-op) run of the provisioning roles that w
 mount, command shims; see docs/benchmarks.md for which roles and why), and ``facts`` -- ``rdma_facts`` alone on
 the largest archetype with VFs.
 
-CPU is split between the controller and the modules: ``ansible_python_interpreter`` is a wrapper that runs the
-real interpreter under bash's ``time`` and appends each module process's user+sys seconds (to the millisecond) to a
-log; the controller is everything else the ``ansible-playbook`` process tree used (``getrusage(RUSAGE_CHILDREN)``),
-i.e. the main process, its forked workers, the local connection's shells and the controller-side report writing.
+CPU is split between the controller and the nodes.  Where this machine has a writable cgroup v1 ``cpuacct``
+hierarchy (root), the local connection's shell (``ANSIBLE_EXECUTABLE``) is a two-line ``sh`` that moves itself into
+a cpuacct cgroup of the run's nodes before it ``exec``s ``/bin/sh``: everything a node runs for a task (the shell,
+the module's Python, the ``&& sleep 0`` Ansible appends, the timing wrapper below) counts as the node's, as over SSH
+it runs on the node; the controller is the rest of the ``ansible-playbook`` process tree (``getrusage``): the main
+process, its forked workers, the fork of each node command and the controller-side report writing.  Without that
+hierarchy (or with ``--no-node-cgroup``) the controller also carries the local shells and the wrapper, about 3.6 ms
+a module call here (session 21); each row keeps that figure too (``cpu_controller_with_shells_s``).  What neither
+counts is an SSH client's own CPU per task, which a real fleet's controller pays and a local connection does not.
+``ansible_python_interpreter`` is a wrapper that runs the real interpreter under bash's ``time`` and appends each
+module process's user+sys seconds (to the millisecond) to a log: the modules' own CPU, ``module ms/call``.
 
 ``--strategy linear,mitogen_linear`` runs every audit/baseline measurement once per strategy plugin, interleaved at
 each N (rows ``audit/linear``, ``audit/mitogen_linear``), and compares each strategy's controller CPU, wall, peak RSS
@@ -211,14 +218,25 @@ def parse_recap(text: str) -> dict:
 
 
 def write_inventory(path: pathlib.Path, roots: list[pathlib.Path], interpreter: pathlib.Path,
-                    extra_vars: dict | None = None, interpreters: list[pathlib.Path] | None = None) -> pathlib.Path:
+                    extra_vars: dict | None = None, interpreters: list[pathlib.Path] | None = None,
+                    ssh: dict | None = None) -> pathlib.Path:
     """Inventory of one host per root, in group ``fleet``; connection and interpreter are the group's (not
     ``all``'s, so the implicit localhost that writes the reports keeps the controller's own Python), or with
-    ``interpreters`` each host's own (``host_interpreters``)."""
+    ``interpreters`` each host's own (``host_interpreters``).  With ``ssh`` (``ssh_target``) every host is reached
+    over SSH at that address, each with an SSH master connection of its own (``ansible_control_path``), as the
+    hosts of a fleet are."""
     hosts = dict((host_name(i), {"rdma_audit_host_root": str(root)}) for i, root in enumerate(roots))
     for index, own in enumerate(interpreters or ()):
         hosts[host_name(index)]["ansible_python_interpreter"] = str(own)
     group_vars = {"ansible_connection": "local", "ansible_python_interpreter": str(interpreter)}
+    if ssh:
+        group_vars.update(ansible_connection="ssh", ansible_host=ssh["host"], ansible_port=ssh["port"],
+                          ansible_user=ssh["user"])
+        if ssh.get("key"):
+            group_vars["ansible_ssh_private_key_file"] = ssh["key"]
+        for name, host in hosts.items():
+            host["ansible_control_path"] = str(path.parent / "cp" / name)
+        (path.parent / "cp").mkdir(exist_ok=True)
     group_vars.update(extra_vars or {})
     inventory = {"all": {"children": {"fleet": {"hosts": hosts, "vars": group_vars}}}}
     path.write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
@@ -291,6 +309,21 @@ def venv_versions(python: str) -> dict:
             "print(json.dumps({'ansible-core': v('ansible-core'), 'mitogen': v('mitogen')}))")
     done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
+
+
+def ssh_target(text: str, key: str | None = None) -> dict:
+    """``{"user", "host", "port", "key"}`` of ``--ssh USER@HOST:PORT`` (ValueError when it is not that)."""
+    match = re.fullmatch(r"([A-Za-z0-9_.-]+)@([A-Za-z0-9_.:-]+?):([0-9]{1,5})", text or "")
+    if not match or not 0 < int(match.group(3)) < 65536:
+        raise ValueError("expected USER@HOST:PORT, got %r" % (text,))
+    return {"user": match.group(1), "host": match.group(2), "port": int(match.group(3)), "key": key}
+
+
+# the SSH client's options for a --ssh run: examples/ansible.cfg's multiplexing, with masters that outlive their
+# last task by seconds (the run's cgroup waits for them), and a throwaway sshd's key not recorded anywhere
+SSH_MUX = "-o ControlMaster=auto -o ControlPersist=3s"
+SSH_ARGS = "-o PreferredAuthentications=publickey -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null " \
+    "-o LogLevel=ERROR"
 
 
 def run_name(kind: str, revision: str | None = None, strategy: str | None = None) -> str:
@@ -390,6 +423,39 @@ class CpuCgroup:
         return usage, left
 
 
+def node_shell(path: pathlib.Path, group: CpuCgroup) -> pathlib.Path:
+    """An ``ANSIBLE_EXECUTABLE`` that moves itself into ``group`` and becomes ``/bin/sh``: the local connection's
+    command for a node, and everything it starts, counts as that group's CPU (only the fork and this script's
+    ``sh`` start before the ``echo`` stay with the caller)."""
+    path.write_text('#!/bin/sh\necho $$ > "%s/cgroup.procs" || exit 125\nexec /bin/sh "$@"\n' % group.path,
+                    encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def node_side(row: dict, cpu: float) -> dict:
+    """Count ``cpu`` seconds (the node cgroup's) as the nodes' instead of the controller's in ``row``; the former
+    split (the tree minus the timed module processes) stays as ``cpu_controller_with_shells_s`` and its ms/host."""
+    row["cpu_node_side_s"] = round(cpu, 3)
+    row["cpu_controller_with_shells_s"] = row["cpu_controller_s"]
+    row["controller_with_shells_ms_per_host"] = row["controller_ms_per_host"]
+    controller = max(row["cpu_total_s"] - cpu, 0.0)
+    row["cpu_controller_s"] = round(controller, 3)
+    row["controller_ms_per_host"] = round(1000.0 * controller / row["hosts"], 1) if row["hosts"] else None
+    return row
+
+
+def over_ssh(row: dict) -> dict:
+    """A run over SSH: the nodes' commands ran under sshd, outside the run's process tree and cgroup, so the
+    controller is all the cgroup counted (ansible-playbook, each task's ssh client and the master connections,
+    which leave the tree when they daemonise); ``cpu_total_s`` (wait4) never held the modules."""
+    controller = row["cpu_total_cgroup_s"]
+    row.update(cpu_controller_s=round(controller, 3), cpu_total_s=round(controller + row["cpu_modules_s"], 3),
+               over_ssh=True,
+               controller_ms_per_host=round(1000.0 * controller / row["hosts"], 1) if row["hosts"] else None)
+    return row
+
+
 def run_playbook(name: str, argv: list[str], env: dict, log_dir: pathlib.Path, cpu_log: pathlib.Path,
                  hosts: int, cgroup: bool = False) -> dict:
     """Run one ansible-playbook; wall time, the CPU of its whole process tree, module CPU, the recap; with
@@ -448,12 +514,16 @@ def node_python() -> str:
 def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], config: pathlib.Path | None,
               forks: int | None, python: str = sys.executable, tree: pathlib.Path | None = None,
               label: str | None = None, strategy: str | None = None, strategy_plugins: str | None = None,
-              venv: pathlib.Path = DEFAULT_VENV, cgroup: bool = False) -> dict:
+              venv: pathlib.Path = DEFAULT_VENV, cgroup: bool = False, node_cgroup: bool = False,
+              ssh: dict | None = None) -> dict:
     """One audit or baseline run on the first ``len(roots)`` hosts, the modules run by ``python``; with ``tree`` (a
     directory holding ``ansible_collections/rdma/k8s_node``, e.g. another revision) that tree's audit playbook and
     collection instead of the work tree's; with ``strategy`` that strategy plugin (``strategy_env``) instead of the
     config's, each host with an interpreter path of its own (``host_interpreters``); ansible-playbook from
-    ``venv``; with ``cgroup`` the run's CPU also as a cpuacct cgroup counts it (``run_playbook``)."""
+    ``venv``; with ``cgroup`` the run's CPU also as a cpuacct cgroup counts it (``run_playbook``); with
+    ``node_cgroup`` the nodes' commands count as the nodes' (``node_shell``, ``node_side``); with ``ssh``
+    (``ssh_target``) over SSH instead of the local connection: the controller is then everything the run's
+    cpuacct cgroup counts (ansible-playbook, the SSH clients and their master connections), the nodes are sshd's."""
     count = len(roots)
     name = label or kind
     run_dir = workdir / "runs" / ("%s-%d" % (file_name(name), count))
@@ -463,9 +533,14 @@ def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], confi
     interpreter = write_timed_interpreter(run_dir / "python-timed", cpu_log, python)
     # a Python process per host under Mitogen too, as over SSH; every row of a --strategy comparison alike
     own = host_interpreters(interpreter, count) if strategy else None
-    inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter, interpreters=own)
+    inventory = write_inventory(run_dir / "inventory.yml", roots, interpreter, interpreters=own, ssh=ssh)
     playbook = PLAYBOOKS[kind]
     env = ansible_env(workdir, config, strategy_env(strategy, strategy_plugins))
+    if ssh:
+        env.update(ANSIBLE_SSH_ARGS=" ".join(filter(None, (SSH_MUX if ssh.get("mux", True) else "", SSH_ARGS,
+                                                           ssh.get("args")))),
+                   ANSIBLE_HOST_KEY_CHECKING="False")
+        cgroup, node_cgroup = True, False
     if tree is not None:
         playbook = tree / "ansible_collections" / "rdma" / "k8s_node" / "playbooks" / (playbook.name)
         env["ANSIBLE_COLLECTIONS_PATH"] = "%s:%s" % (tree, env["ANSIBLE_COLLECTIONS_PATH"])
@@ -474,7 +549,17 @@ def fleet_run(kind: str, workdir: pathlib.Path, roots: list[pathlib.Path], confi
             "-e", "rdma_audit_dir=%s" % (run_dir / "report"), "-e", "bl_report_dir=%s" % (run_dir / "report")]
     if forks:
         argv += ["--forks", str(forks)]
-    result = run_playbook(name, argv, env, run_dir, cpu_log, count, cgroup)
+    nodes = CpuCgroup("nodes-" + name) if node_cgroup else None
+    if nodes:
+        env["ANSIBLE_EXECUTABLE"] = str(node_shell(run_dir / "node-sh", nodes))
+    try:
+        result = run_playbook(name, argv, env, run_dir, cpu_log, count, cgroup)
+    finally:
+        node_cpu = nodes.finish() if nodes else None
+    if node_cpu:
+        node_side(result, node_cpu[0])
+    if ssh:
+        over_ssh(result)
     result["strategy"] = strategy
     result["findings_per_host"] = findings_per_host(kind, run_dir / "report" / "report.json")
     result["report_digests"] = report_digests(run_dir / "report")
@@ -674,6 +759,24 @@ def ratios(rows: list[dict]) -> None:
         }
 
 
+def versus_ssh(rows: list[dict]) -> list[str]:
+    """Lines comparing each audit-ssh row (``--ssh``) with the local connection's audit row of the same N."""
+    lines = []
+    for row in rows:
+        if not row.get("over_ssh"):
+            continue
+        for local in rows:
+            if (local["name"] == run_name("audit", strategy=row.get("strategy")) and local["hosts"] == row["hosts"]
+                    and local.get("controller_ms_per_host")):
+                lines.append("N = %d, over SSH / local connection: controller CPU per host %.1f / %.1f ms = %.2fx "
+                             "(the SSH clients and master connections: %.1f ms a host), wall %.2fx" % (
+                                 row["hosts"], row["controller_ms_per_host"], local["controller_ms_per_host"],
+                                 row["controller_ms_per_host"] / local["controller_ms_per_host"],
+                                 row["controller_ms_per_host"] - local["controller_ms_per_host"],
+                                 row["wall_s"] / local["wall_s"] if local["wall_s"] else 0))
+    return lines
+
+
 def versus_revision(rows: list[dict]) -> list[str]:
     """Lines comparing each audit row with the audit@REV row of the same N (``--compare``): ours / theirs."""
     lines = []
@@ -694,9 +797,17 @@ def versus_revision(rows: list[dict]) -> list[str]:
     return lines
 
 
+def node_note(row: dict) -> str:
+    """The nodes' commands' CPU beside the modules' own, and the controller as counted before session 21."""
+    if row.get("cpu_node_side_s") is None:
+        return ""
+    return "  node commands %.1f s (controller with them %.1f ms/host)" % (
+        row["cpu_node_side_s"], row["controller_with_shells_ms_per_host"] or 0)
+
+
 def cgroup_note(row: dict) -> str:
     """The cgroup's count of a run's CPU beside wait4's (``--cgroup-cpu``), and its controller ms/host from it."""
-    if row.get("cpu_total_cgroup_s") is None:
+    if row.get("cpu_total_cgroup_s") is None or row.get("over_ssh"):
         return ""
     controller = max(row["cpu_total_cgroup_s"] - row["cpu_modules_s"], 0.0)
     return "  cgroup CPU %.1f s (wait4 %.1f s; controller %.1f ms/host)%s" % (
@@ -710,7 +821,8 @@ def _ratio(baseline: float, ours: float) -> float | None:
 
 def table(rows: list[dict], baseline_max: int, sizes: list[int]) -> str:
     """The fleet table (markdown)."""
-    lines = ["| run | N | wall s | CPU s (controller + modules) | controller ms/host | module calls/host | "
+    lines = ["| run | N | wall s | CPU s (controller + nodes) | controller ms/host (with local shells) | "
+             "module calls/host | "
              "module ms/call | non-ok checks/host | peak RSS MB | controller CPU vs baseline | wall vs baseline |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -719,7 +831,10 @@ def table(rows: list[dict], baseline_max: int, sizes: list[int]) -> str:
         versus = row.get("vs_baseline") or {}
         lines.append("| %s | %d | %.1f | %.1f (%.1f + %.1f) | %s | %s | %s | %s | %s | %s | %s |" % (
             row["name"] + ("" if row["rc"] == 0 else " (rc %d)" % row["rc"]), row["hosts"], row["wall_s"],
-            row["cpu_total_s"], row["cpu_controller_s"], row["cpu_modules_s"], row["controller_ms_per_host"],
+            row["cpu_total_s"], row["cpu_controller_s"],
+            row["cpu_modules_s"] if row.get("cpu_node_side_s") is None else row["cpu_node_side_s"],
+            row["controller_ms_per_host"] if row.get("controller_with_shells_ms_per_host") is None else "%s (%s)" % (
+                row["controller_ms_per_host"], row["controller_with_shells_ms_per_host"]),
             row["module_calls_per_host"], row["module_ms_per_call"],
             "%.0f" % row["findings_per_host"] if row.get("findings_per_host") is not None else "-",
             "%.0f" % row["peak_rss_mb"] if row.get("peak_rss_mb") is not None else "-",
@@ -775,6 +890,19 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     parser.add_argument("--cgroup-cpu", action="store_true",
                         help="also count each audit/baseline run's CPU in a cpuacct cgroup of its own (cgroup v1, "
                              "root): it includes processes nobody in the run waited for, which wait4 misses")
+    parser.add_argument("--no-node-cgroup", dest="node_cgroup", action="store_false",
+                        help="count the local connection's shells and the timing wrapper as the controller's, as "
+                             "before session 21 (the default, where a cgroup v1 cpuacct hierarchy is writable, counts "
+                             "every node command as the node's)")
+    parser.add_argument("--ssh", metavar="USER@HOST:PORT",
+                        help="also run each work-tree audit over SSH to this sshd (every host at that address, each "
+                             "with its own master connection; the run's cgroup counts the SSH clients): row "
+                             "audit-ssh (needs the cgroup v1 cpuacct hierarchy, root)")
+    parser.add_argument("--ssh-key", help="private key for --ssh")
+    parser.add_argument("--ssh-no-mux", action="store_true",
+                        help="--ssh without master connections (examples/ansible.cfg's ControlMaster/ControlPersist)")
+    parser.add_argument("--ssh-args", default="",
+                        help="more ssh options for --ssh, e.g. '-o KexAlgorithms=curve25519-sha256'")
     parser.add_argument("--venv", default=str(DEFAULT_VENV),
                         help="the venv whose ansible-playbook runs the audit and baseline (default: .venv)")
     args = parser.parse_args(argv)
@@ -806,6 +934,22 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         parser.error("--strategy: %s" % err)
     if args.cgroup_cpu and cgroup_cpu_unavailable():
         parser.error("--cgroup-cpu: %s" % cgroup_cpu_unavailable())
+    ssh = None
+    if args.ssh:
+        try:
+            ssh = ssh_target(args.ssh, args.ssh_key)
+            ssh.update(args=args.ssh_args, mux=not args.ssh_no_mux)
+            client = os.environ.get("ANSIBLE_SSH_EXECUTABLE") or "ssh"
+            extra_ssh = subprocess.run([client, "-V"], capture_output=True, text=True, check=False).stderr.strip()
+            print("--ssh: %s (%s)%s" % (client, extra_ssh, "" if ssh["mux"] else ", no master connections"),
+                  flush=True)
+        except ValueError as err:
+            parser.error("--ssh: %s" % err)
+        if cgroup_cpu_unavailable():
+            parser.error("--ssh: %s" % cgroup_cpu_unavailable())
+    node_cgroup = args.node_cgroup and cgroup_cpu_unavailable() is None
+    if args.node_cgroup and not node_cgroup:
+        print("the nodes' commands count as the controller's: %s" % cgroup_cpu_unavailable(), flush=True)
     config = None if args.config == "none" else pathlib.Path(args.config).resolve()
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-fleet-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -826,8 +970,10 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                 import bench_layer_cost  # pylint: disable=import-outside-toplevel
                 compare = bench_layer_cost.export_tree(args.compare, workdir / ("tree-" + args.compare))
             for count in sizes:
-                for kind, strategy in [(k, s) for k in ("baseline", "compare", "audit") for s in strategies]:
-                    if kind not in only and not (kind == "compare" and compare is not None):
+                kinds = ("baseline", "compare", "audit") + (("audit-ssh",) if ssh else ())
+                for kind, strategy in [(k, s) for k in kinds for s in strategies]:
+                    if kind not in only and not (kind == "compare" and compare is not None) and not (
+                            kind == "audit-ssh" and "audit" in only):
                         continue
                     if kind == "baseline" and count > args.baseline_max:
                         if strategy == strategies[0]:
@@ -837,15 +983,20 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                     if kind == "compare":
                         row = fleet_run("audit", workdir, roots[:count], config, args.forks, python, compare,
                                         run_name("audit", args.compare, strategy), strategy, plugins, venv,
-                                        args.cgroup_cpu)
+                                        args.cgroup_cpu, node_cgroup)
+                    elif kind == "audit-ssh":
+                        row = fleet_run("audit", workdir, roots[:count], config, args.forks, python, None,
+                                        run_name(kind, None, strategy), strategy, plugins, venv, ssh=ssh)
                     else:
                         row = fleet_run(kind, workdir, roots[:count], config, args.forks, python, None,
-                                        run_name(kind, None, strategy), strategy, plugins, venv, args.cgroup_cpu)
+                                        run_name(kind, None, strategy), strategy, plugins, venv, args.cgroup_cpu,
+                                        node_cgroup)
                     rows.append(row)
                     print("%-10s N=%-5d wall %7.1f s  controller %7.1f s (%6.1f ms/host)  modules %7.1f s in %d calls"
-                          "  peak RSS %.0f MB%s%s" % (
+                          "  peak RSS %.0f MB%s%s%s" % (
                               row["name"], count, row["wall_s"], row["cpu_controller_s"], row["controller_ms_per_host"],
-                              row["cpu_modules_s"], row["module_calls"], row["peak_rss_mb"], cgroup_note(row),
+                              row["cpu_modules_s"], row["module_calls"], row["peak_rss_mb"], node_note(row),
+                              cgroup_note(row),
                               "" if row["rc"] == 0 else "  rc=%d, see %s" % (row["rc"], row["log"])), flush=True)
             ratios(rows)
         if "converge" in only:
@@ -872,7 +1023,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         print()
         if rows:
             print(table(rows, args.baseline_max, sizes))
-            for line in versus_revision(rows) + versus_strategy(rows):
+            for line in versus_revision(rows) + versus_strategy(rows) + versus_ssh(rows):
                 print(line)
         extra["machine"] = machine()
         extra["node_python"] = python

@@ -3,6 +3,7 @@
     .venv/bin/python -m pytest -q tests/bench
 """
 
+import json
 import os
 import pathlib
 import subprocess
@@ -290,3 +291,64 @@ def test_cpu_cgroup_counts_a_process_nobody_waited_for(tmp_path):
     assert row["cpu_total_cgroup_s"] >= row["cpu_total_s"] + 0.45
     assert "cgroup CPU" in B.cgroup_note(row) and B.cgroup_note({"hosts": 1}) == ""
     assert not list(B.CPUACCT.glob("rdma-bench-%d-orphan" % os.getpid()))  # removed once empty
+
+
+def test_node_shell_counts_the_nodes_commands_as_the_nodes(tmp_path):
+    """ANSIBLE_EXECUTABLE reaches the real local connection of this ansible-core: a module's command (and its
+    shell) lands in the nodes' cgroup, the controller keeps only its own processes' CPU."""
+    reason = B.cgroup_cpu_unavailable()
+    if reason:
+        pytest.skip(reason)
+    log = tmp_path / "cpu.log"
+    nodes = B.CpuCgroup("nodes-test")
+    try:
+        env = B.ansible_env(tmp_path, None)
+        env["ANSIBLE_EXECUTABLE"] = str(B.node_shell(tmp_path / "node-sh", nodes))
+        burn = "import time; t = time.process_time()\nwhile time.process_time() - t < 0.6: pass"
+        inventory = tmp_path / "hosts.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node0": {
+            "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}), encoding="utf-8")
+        argv = [str(B.DEFAULT_VENV / "bin" / "ansible"), "-i", str(inventory), "node0", "-m", "ansible.builtin.command",
+                "-a", json.dumps({"argv": [sys.executable, "-c", burn]})]
+        row = B.run_playbook("adhoc", argv, env, tmp_path, log, 1)
+    finally:
+        node_cpu, left = nodes.finish()
+    assert row["rc"] == 0, pathlib.Path(row["log"]).read_text(encoding="utf-8")
+    assert left == 0
+    before = dict(row)
+    B.node_side(row, node_cpu)
+    # the module's Python, the shell and the burning command are the node's: at least the 0.6 s burnt
+    assert row["cpu_node_side_s"] >= 0.6
+    assert row["cpu_controller_s"] == pytest.approx(row["cpu_total_s"] - node_cpu, abs=0.002)
+    # the former split (no timed interpreter here) counted all of it as the controller's
+    assert row["cpu_controller_with_shells_s"] == before["cpu_controller_s"] >= row["cpu_controller_s"] + 0.6
+    assert "node commands" in B.node_note(row) and B.node_note(before) == ""
+    assert "| adhoc | 1 |" in B.table([row], 100, [1]) and "(%s)" % before["controller_ms_per_host"] in B.table(
+        [row], 100, [1])
+
+
+def test_ssh_target_inventory_and_rows(tmp_path):
+    """--ssh: every host at one sshd, each with a master connection of its own; the controller is the cgroup's."""
+    target = B.ssh_target("root@127.0.0.1:2222", "/keys/id")
+    assert target == {"user": "root", "host": "127.0.0.1", "port": 2222, "key": "/keys/id"}
+    for bad in ("127.0.0.1:22", "root@host", "root@host:0", "root@host:99999", "a b@host:22", ""):
+        with pytest.raises(ValueError, match="USER@HOST:PORT"):
+            B.ssh_target(bad)
+    roots = [tmp_path / "n0", tmp_path / "n1"]
+    path = B.write_inventory(tmp_path / "inventory.yml", roots, tmp_path / "python-timed", ssh=target)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))["all"]["children"]["fleet"]
+    assert data["vars"]["ansible_connection"] == "ssh" and data["vars"]["ansible_port"] == 2222
+    assert data["vars"]["ansible_ssh_private_key_file"] == "/keys/id"
+    paths = [host["ansible_control_path"] for host in data["hosts"].values()]
+    assert len(set(paths)) == 2 and all(pathlib.Path(p).parent.is_dir() for p in paths)
+    local = B.measurement("audit", 10, 10.0, 6.0, {"calls": 10, "cpu": 4.0, "elapsed": 5.0}, {}, 0)
+    B.node_side(local, 4.5)  # controller 1.5 s: 150 ms a host
+    over = B.measurement("audit-ssh", 10, 12.0, 1.0, {"calls": 10, "cpu": 4.0, "elapsed": 5.0}, {}, 0)
+    over["cpu_total_cgroup_s"] = 2.0  # wait4 saw 1.0 s: the daemonised masters are the cgroup's only
+    B.over_ssh(over)
+    assert (over["cpu_controller_s"], over["controller_ms_per_host"], over["cpu_total_s"]) == (2.0, 200.0, 6.0)
+    assert B.cgroup_note(over) == ""
+    assert B.versus_ssh([local, over]) == [
+        "N = 10, over SSH / local connection: controller CPU per host 200.0 / 150.0 ms = 1.33x (the SSH clients "
+        "and master connections: 50.0 ms a host), wall 1.20x"]
+    assert "| audit-ssh | 10 | 12.0 | 6.0 (2.0 + 4.0) | 200.0 |" in B.table([local, over], 100, [10])

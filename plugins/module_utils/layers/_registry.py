@@ -182,10 +182,7 @@ def by_name(name):
 
 def desired_vars():
     """Every layer's desired-state variables, in registry order, each once."""
-    seen = []
-    for layer in LAYERS:
-        seen.extend(var for var in layer.variables if var not in seen)
-    return tuple(seen)
+    return tuple(dict.fromkeys(var for layer in LAYERS for var in layer.variables))
 
 
 def prefix_layers():
