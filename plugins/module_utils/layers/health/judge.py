@@ -22,6 +22,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 import re
+from functools import lru_cache
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _topology as topo
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check as _check
@@ -59,13 +60,24 @@ REMEDY_OPTIONS = "fix this host's audit option in the inventory (roles/rdma_audi
 
 def speed_of(text):
     """GT/s of a ``*_link_speed`` value (``32.0 GT/s PCIe``, older kernels ``8 GT/s``); None for ``Unknown`` or junk."""
-    match = _SPEED.match((text or "").strip()) if isinstance(text, str) else None
-    return float(match.group(1)) if match else None
+    return _speed_of(text) if isinstance(text, str) else None
 
 
 def width_of(text):
     """The lane count of a ``*_link_width`` value (``16``); None for anything that is not a plain number."""
-    text = text.strip() if isinstance(text, str) else ""
+    return _width_of(text) if isinstance(text, str) else None
+
+
+# a fleet's links hold a handful of distinct values: each parsed once per audit, not once per link and host
+@lru_cache(maxsize=1024)
+def _speed_of(text):
+    match = _SPEED.match(text.strip())
+    return float(match.group(1)) if match else None
+
+
+@lru_cache(maxsize=1024)
+def _width_of(text):
+    text = text.strip()
     return int(text) if text.isdigit() and text.isascii() and len(text) <= 3 else None
 
 

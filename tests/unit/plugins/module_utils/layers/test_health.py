@@ -209,6 +209,7 @@ def test_parsers():
     assert judge.speed_of("32.0 GT/s PCIe") == 32.0 and judge.speed_of("8 GT/s") == 8.0 and judge.speed_of("2.5 GT/s PCIe") == 2.5
     assert judge.speed_of("Unknown") is None and judge.speed_of(None) is None and judge.speed_of("Unknown speed") is None
     assert judge.width_of("16") == 16 and judge.width_of("0") == 0 and judge.width_of("x16") is None
+    assert judge.width_of(" 8\n") == 8 and judge.width_of(16) is None and judge.speed_of(["16 GT/s"]) is None  # junk
     assert judge.rate_of("400 Gb/sec (4X NDR)") == 400 and judge.rate_of("2.5 Gb/sec (1X SDR)") == 2.5
     assert judge.counter_of("0") == 0 and judge.counter_of("N/A (no PMA)") is None and judge.counter_of("-1") is None
 

@@ -210,3 +210,16 @@ def test_room_and_older_facts_judge_alike(roots, tmp_path, name):
     older = judge.judge(judge.section_of(json.loads(json.dumps(facts))), desired())
     assert [c for c in room if c["id"] != "sysctl.dropin"] == older
     assert [c["id"] for c in room].count("sysctl.dropin") == 1
+
+
+def test_components_are_kept_but_each_caller_gets_its_own_list():
+    """rules.components is asked for the same keys for every interface of every host: kept per key string, a bad
+    key refused every time, and a caller that changes its list changes nobody else's."""
+    first = rules.components("net.ipv4.conf.ibp24s0.arp_ignore")
+    first.append("tampered")
+    assert rules.components("net.ipv4.conf.ibp24s0.arp_ignore") == ["net", "ipv4", "conf", "ibp24s0", "arp_ignore"]
+    assert rules.components("net/ipv4/conf/eth0.100/rp_filter")[3] == "eth0.100"
+    for bad in ("net..x", " net.ipv4", "-net.ipv4.ip_forward", "", None, 5, ["net"]):
+        for _ in range(2):
+            with pytest.raises(InputError, match="is not a sysctl key"):
+                rules.components(bad)
