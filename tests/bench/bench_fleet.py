@@ -809,7 +809,9 @@ def cgroup_note(row: dict) -> str:
     """The cgroup's count of a run's CPU beside wait4's (``--cgroup-cpu``), and its controller ms/host from it."""
     if row.get("cpu_total_cgroup_s") is None or row.get("over_ssh"):
         return ""
-    controller = max(row["cpu_total_cgroup_s"] - row["cpu_modules_s"], 0.0)
+    # the nodes' commands left the run's group for the nodes' own (node_shell): what stayed is the controller's
+    controller = row["cpu_total_cgroup_s"] if row.get("cpu_node_side_s") is not None else max(
+        row["cpu_total_cgroup_s"] - row["cpu_modules_s"], 0.0)
     return "  cgroup CPU %.1f s (wait4 %.1f s; controller %.1f ms/host)%s" % (
         row["cpu_total_cgroup_s"], row["cpu_total_s"], 1000.0 * controller / row["hosts"] if row["hosts"] else 0,
         ", %d processes still running" % row["cgroup_procs_left"] if row.get("cgroup_procs_left") else "")

@@ -290,6 +290,10 @@ def test_cpu_cgroup_counts_a_process_nobody_waited_for(tmp_path):
     assert row["rc"] == 0 and row["cgroup_procs_left"] == 0
     assert row["cpu_total_cgroup_s"] >= row["cpu_total_s"] + 0.45
     assert "cgroup CPU" in B.cgroup_note(row) and B.cgroup_note({"hosts": 1}) == ""
+    # with the nodes' commands in a group of their own, the run's group holds the controller alone
+    both = {"hosts": 2, "cpu_total_cgroup_s": 0.5, "cpu_total_s": 3.0, "cpu_modules_s": 2.0, "cpu_node_side_s": 2.4}
+    assert "controller 250.0 ms/host" in B.cgroup_note(both)
+    assert "controller 0.0 ms/host" in B.cgroup_note(dict(both, cpu_node_side_s=None))  # 0.5 - 2.0: the old split
     assert not list(B.CPUACCT.glob("rdma-bench-%d-orphan" % os.getpid()))  # removed once empty
 
 
