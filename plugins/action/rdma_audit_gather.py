@@ -49,10 +49,8 @@ _SPEC = {
     "role_vars": {"type": "bool", "default": False},
     "compress": {"type": "bool", "default": False},
 }
-# every layer's desired-state variables, from the registry once when the strategy loads this action in the
-# main process (a forked worker inherits it instead of deriving it again for each host)
-DESIRED_VARS = _layers.desired_vars()
-# the options' validator, built once for the same reason
+# the options' validator, built when the strategy loads this action in the main process: each host's forked worker
+# inherits it instead of building it again
 _VALIDATOR = ArgumentSpecValidator(_SPEC)
 # role_vars: the option each of the rdma_audit role's variables gives when the task does not set it (the desired
 # state is the mode's comparison, as the role's task wrote it: rdma_audit_mode == 'desired')
@@ -125,7 +123,7 @@ class ActionModule(ActionBase):
         params = validated.validated_parameters
         # exactly what `query('ansible.builtin.vars', *names, default='__unset__')` returned in the set_fact
         desired = {}
-        names = list(DESIRED_VARS) if params["desired_state"] else []
+        names = list(_layers.desired_vars()) if params["desired_state"] else []
         names.extend(name for name in params["desired_vars"] if name not in names)
         for name in names:
             desired[name] = self._templar.template(task_vars[name]) if name in task_vars else UNSET

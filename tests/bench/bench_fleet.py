@@ -441,7 +441,7 @@ def node_side(row: dict, cpu: float) -> dict:
     row["controller_with_shells_ms_per_host"] = row["controller_ms_per_host"]
     controller = max(row["cpu_total_s"] - cpu, 0.0)
     row["cpu_controller_s"] = round(controller, 3)
-    row["controller_ms_per_host"] = round(1000.0 * controller / row["hosts"], 1) if row["hosts"] else None
+    row["controller_ms_per_host"] = ms_per_host(controller, row["hosts"])
     return row
 
 
@@ -452,7 +452,7 @@ def over_ssh(row: dict) -> dict:
     controller = row["cpu_total_cgroup_s"]
     row.update(cpu_controller_s=round(controller, 3), cpu_total_s=round(controller + row["cpu_modules_s"], 3),
                over_ssh=True,
-               controller_ms_per_host=round(1000.0 * controller / row["hosts"], 1) if row["hosts"] else None)
+               controller_ms_per_host=ms_per_host(controller, row["hosts"]))
     return row
 
 
@@ -487,6 +487,11 @@ def run_playbook(name: str, argv: list[str], env: dict, log_dir: pathlib.Path, c
     return row
 
 
+def ms_per_host(seconds: float, hosts: int) -> float | None:
+    """``seconds`` of CPU as milliseconds a host (one decimal), None for no hosts."""
+    return round(1000.0 * seconds / hosts, 1) if hosts else None
+
+
 def measurement(name: str, hosts: int, wall: float, total_cpu: float, modules: dict, recap: dict, rc: int,
                 log: str = None) -> dict:
     """One row: wall, total/module/controller CPU, per-host figures, module round trips per host."""
@@ -496,7 +501,7 @@ def measurement(name: str, hosts: int, wall: float, total_cpu: float, modules: d
         "wall_s": round(wall, 3), "cpu_total_s": round(total_cpu, 3), "cpu_modules_s": modules["cpu"],
         "cpu_controller_s": round(controller, 3), "module_calls": modules["calls"],
         "module_wall_s": modules["elapsed"],
-        "controller_ms_per_host": round(1000.0 * controller / hosts, 1) if hosts else None,
+        "controller_ms_per_host": ms_per_host(controller, hosts),
         "module_ms_per_call": round(1000.0 * modules["cpu"] / modules["calls"], 1) if modules["calls"] else None,
         "module_calls_per_host": round(modules["calls"] / float(hosts), 2) if hosts else None,
         "changed": sum(h["changed"] for h in recap.values()),
@@ -934,24 +939,27 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
             strategy_env(strategy, plugins)
     except ValueError as err:
         parser.error("--strategy: %s" % err)
-    if args.cgroup_cpu and cgroup_cpu_unavailable():
-        parser.error("--cgroup-cpu: %s" % cgroup_cpu_unavailable())
+    no_cgroup = cgroup_cpu_unavailable()
+    if args.cgroup_cpu and no_cgroup:
+        parser.error("--cgroup-cpu: %s" % no_cgroup)
     ssh = None
     if args.ssh:
         try:
             ssh = ssh_target(args.ssh, args.ssh_key)
-            ssh.update(args=args.ssh_args, mux=not args.ssh_no_mux)
-            client = os.environ.get("ANSIBLE_SSH_EXECUTABLE") or "ssh"
-            extra_ssh = subprocess.run([client, "-V"], capture_output=True, text=True, check=False).stderr.strip()
-            print("--ssh: %s (%s)%s" % (client, extra_ssh, "" if ssh["mux"] else ", no master connections"),
-                  flush=True)
         except ValueError as err:
             parser.error("--ssh: %s" % err)
-        if cgroup_cpu_unavailable():
-            parser.error("--ssh: %s" % cgroup_cpu_unavailable())
-    node_cgroup = args.node_cgroup and cgroup_cpu_unavailable() is None
+        if no_cgroup:
+            parser.error("--ssh: %s" % no_cgroup)
+        ssh.update(args=args.ssh_args, mux=not args.ssh_no_mux)
+        client = os.environ.get("ANSIBLE_SSH_EXECUTABLE") or "ssh"
+        try:
+            version = subprocess.run([client, "-V"], capture_output=True, text=True, check=False).stderr.strip()
+        except OSError as err:
+            parser.error("--ssh: the SSH client %s cannot run: %s" % (client, err))
+        print("--ssh: %s (%s)%s" % (client, version, "" if ssh["mux"] else ", no master connections"), flush=True)
+    node_cgroup = args.node_cgroup and no_cgroup is None
     if args.node_cgroup and not node_cgroup:
-        print("the nodes' commands count as the controller's: %s" % cgroup_cpu_unavailable(), flush=True)
+        print("the nodes' commands count as the controller's: %s" % no_cgroup, flush=True)
     config = None if args.config == "none" else pathlib.Path(args.config).resolve()
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="bench-fleet-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -972,11 +980,11 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                 import bench_layer_cost  # pylint: disable=import-outside-toplevel
                 compare = bench_layer_cost.export_tree(args.compare, workdir / ("tree-" + args.compare))
             for count in sizes:
-                kinds = ("baseline", "compare", "audit") + (("audit-ssh",) if ssh else ())
+                # compare and audit-ssh come with audit (compare is only exported when audit is asked for)
+                kinds = [k for k, wanted in (("baseline", "baseline" in only), ("compare", compare is not None),
+                                             ("audit", "audit" in only), ("audit-ssh", ssh and "audit" in only))
+                         if wanted]
                 for kind, strategy in [(k, s) for k in kinds for s in strategies]:
-                    if kind not in only and not (kind == "compare" and compare is not None) and not (
-                            kind == "audit-ssh" and "audit" in only):
-                        continue
                     if kind == "baseline" and count > args.baseline_max:
                         if strategy == strategies[0]:
                             print("baseline   N=%-5d skipped (--baseline-max %d)" % (count, args.baseline_max),

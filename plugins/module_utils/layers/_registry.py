@@ -182,7 +182,12 @@ def by_name(name):
 
 def desired_vars():
     """Every layer's desired-state variables, in registry order, each once."""
-    return tuple(dict.fromkeys(var for layer in LAYERS for var in layer.variables))
+    return _DESIRED_VARS
+
+
+# made once at import: the audit's gather action asks for it for every host, in a worker forked after the strategy
+# imported this module
+_DESIRED_VARS = tuple(dict.fromkeys(var for layer in LAYERS for var in layer.variables))
 
 
 def prefix_layers():
