@@ -83,6 +83,19 @@ def write_reports(report, directory, formats=FORMATS):
     return written
 
 
+def frozen_checks(hosts):
+    """``hosts`` (the report's) with each host's checks as a tuple: what the action returns and Ansible registers.
+
+    ``register`` deep-copies the result in the main process (``strip_internal_keys(module_response_deepcopy(...))``
+    in ``StrategyBase._process_pending_results``), a Python call per dict and list: at 115 checks a host, about
+    300 containers, and more time than the comparison itself (``scripts/bench report``, docs/benchmarks.md).  That
+    copy copies dicts and lists only: a tuple is kept as it is, so each host's checks cost one reference.  Templates
+    read a tuple as they read a list (``rdma_audit_report.hosts[h].checks | rejectattr(...)``, ``[0].id``,
+    ``| length``; ``to_json`` and ``set_fact`` make it a list); the checks are the result's own objects, which
+    nothing else holds once the result is registered.  The report files are written from the lists before."""
+    return dict((name, dict(host, checks=tuple(host["checks"]))) for name, host in hosts.items())
+
+
 class _HostView(Mapping):
     """One host's variables: ``HostVars.raw_get`` (as stored), a value rendered by ``hostvars[name]`` (that host's
     templar) only when it holds a template.  ``hostvars[name].get(var)`` of the registered rdma_facts result would
@@ -149,7 +162,7 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("rdma_audit_report: cannot write the reports into %s: %s"
                                         % (params["dest"], exc)) from exc
         result.update(report)
-        result.update(changed=False, files=files,
+        result.update(changed=False, files=files, hosts=frozen_checks(report["hosts"]),
                       summary_lines=_audit_report.short_summary(report, params["summary_lines"]),
                       # the callbacks get a censored copy instead of a deep copy of every value (the report is in
                       # the files and in the registered variable); a failure above keeps its message

@@ -7,11 +7,16 @@ runs ``rdma_facts`` once on the fleet's ``dgx-h100`` node (the AnsiballZ file, a
 child process per tree (each imports its own collection), builds N hosts' registered results from that one result
 and times, in plain Python (what the ``rdma_audit_report`` action runs; the filters add Ansible's templar):
 
-* ``audit``: ``_audit.audit`` (the comparison) over the N hosts;
+* ``audit``: ``_audit.audit`` (the comparison) over the N hosts, their facts decoded once and shared;
+* ``decode_audit``: the same with each host's facts as the action is given them, ``rdma_audit_gather``'s compressed
+  JSON text, decoded by the audit host by host (``decoded_same``: the two reports are the same);
 * one row per report file the tree writes: report.json, report.md, report.html (work tree), junit.xml, and the
   summary lines;
 * ``write_reports`` of the tree's ``rdma_audit_report`` action, as the playbook writes the four files into a
   directory next to the module result: wall time (the disk's share included) and CPU time (with any child process);
+* what ansible-core does with the action's result before ``rdma_audit_report`` can be read, with its own functions:
+  the pickle from the worker to the main process and back, and ``register``'s deep copy and key stripping
+  (``register_s``); ``task_s`` adds decoding + comparison, the files' CPU and that: the report task's CPU;
 * the child's peak RSS (``ru_maxrss``) after the inputs were built and at the end;
 * the sha256 of each text and of each file written: whether the trees write the same bytes.
 
@@ -105,9 +110,18 @@ def child(tree: str, result_file: str, count: int, report_file: str) -> dict:
         return value
 
     report = timed("audit", lambda: _audit.audit(hosts, generated="2026-12-02T00:00:00Z"))
-    del hosts
     out["checks_per_host"] = round(sum(len(h["checks"]) for h in report["hosts"].values()) / float(count), 1)
+    out["sha256"]["audit"] = _digest(report)
     del report
+    # what the rdma_audit_report action is given: each host's facts as rdma_audit_gather's compressed JSON text,
+    # decoded by the audit one host at a time (the row above shares one decoded copy between the hosts)
+    hosts = as_registered(hosts)
+    if hosts is not None:
+        report = timed("decode_audit", lambda: _audit.audit(hosts, generated="2026-12-02T00:00:00Z"))
+        out["sha256"]["decode_audit"] = _digest(report)
+        out["decoded_same"] = out["sha256"]["decode_audit"] == out["sha256"]["audit"]
+        del report
+    del hosts
     with open(report_file, "rb") as handle:
         report = pickle.load(handle)
     writers = [("json", lambda: _audit_report.json_document(report)), ("md", lambda: _audit_report.markdown(report))]
@@ -139,8 +153,69 @@ def child(tree: str, result_file: str, count: int, report_file: str) -> dict:
                 out["sha256"][os.path.basename(path)] = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+    register = registered_cost(report)
+    if register is not None:
+        out.update(register)
+    out["task_s"] = round(sum(out.get(name, 0) for name in ("decode_audit_s", "write_cpu_s", "register_s")), 3)
     out["rss_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     return out
+
+
+def _digest(report: dict) -> str:
+    """The sha256 of a report's canonical JSON (the same report whether its strings are shared or not)."""
+    return hashlib.sha256(json.dumps(report, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def as_registered(hosts: dict) -> dict | None:
+    """The synthetic hosts with their facts as ``rdma_audit_gather`` returns them (``compress: true``): the compressed
+    JSON text the audit decodes per host.  One text per distinct facts object (the hosts of a variant share the
+    string, as they shared the decoded facts); None for a tree whose audit cannot decode such a text."""
+    # pylint: disable=import-outside-toplevel
+    try:
+        from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
+    except ImportError:
+        return None
+    texts = {}
+    out = {}
+    for name, spec in hosts.items():
+        spec = dict(spec)
+        facts = spec.pop("facts")
+        if facts is not None:
+            if id(facts) not in texts:
+                texts[id(facts)] = _facts_text.deflate(json.dumps(facts, separators=(",", ":")))
+            spec["facts"], spec["facts_json_zlib"] = None, texts[id(facts)]
+        else:
+            spec["facts"] = None
+        out[name] = spec
+    return out
+
+
+def registered_cost(report: dict) -> dict | None:
+    """What ansible-core does with the action's result (the report, its hosts as the tree's action returns them) before
+    a later task can read ``rdma_audit_report``, with its own functions: the worker's pickle of the result to the main process (the results queue), the main process's
+    unpickling, and ``register``'s ``strip_internal_keys(module_response_deepcopy(result))``
+    (``StrategyBase._process_pending_results``).  CPU seconds, with the collector paused as in a worker that has
+    the report (the main process's collector runs as it does there)."""
+    # pylint: disable=import-outside-toplevel
+    try:
+        from ansible.vars.clean import module_response_deepcopy, strip_internal_keys
+    except ImportError:
+        return None
+    action = _action_module()
+    hosts = report["hosts"]
+    if action is not None and hasattr(action, "frozen_checks"):  # the hosts as the tree's action returns them
+        hosts = action.frozen_checks(hosts)
+    result = dict(report, hosts=hosts, changed=False, files={}, summary_lines=[], _ansible_no_log=True)
+    start = time.process_time()
+    data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    pickled = time.process_time()
+    copy_ = pickle.loads(data)
+    unpickled = time.process_time()
+    strip_internal_keys(module_response_deepcopy(copy_))
+    done = time.process_time()
+    return {"pickle_s": round(pickled - start, 3), "unpickle_s": round(unpickled - pickled, 3),
+            "deepcopy_s": round(done - unpickled, 3), "register_s": round(done - start, 3),
+            "pickle_mb": round(len(data) / 1e6, 1)}
 
 
 def _tree_hosts(result_file: str, count: int) -> dict:
@@ -191,11 +266,16 @@ def module_result(work: pathlib.Path, archetype: str) -> pathlib.Path:
     return path
 
 
-ROWS = [("audit_s", "comparison (_audit.audit), s"), ("checks_per_host", "checks per host (its comparison)"),
+ROWS = [("audit_s", "comparison (_audit.audit), s"),
+        ("decode_audit_s", "decoding + comparison (as the action), s"),
+        ("decoded_same", "the same report decoded per host"), ("checks_per_host", "checks per host (its comparison)"),
         ("json_s", "report.json, s"), ("blocks_s", "document model (.md, .html), s"), ("md_s", "report.md, s"),
         ("html_s", "report.html, s"), ("junit_s", "junit.xml, s"), ("summary_s", "summary lines, s"),
         ("report_s", "report files together, s"), ("write_cpu_s", "write_reports (4 files), CPU s"),
-        ("write_wall_s", "write_reports (4 files), wall s"), ("json_mb", "report.json, MB"), ("md_mb", "report.md, MB"),
+        ("write_wall_s", "write_reports (4 files), wall s"), ("pickle_s", "result pickled (worker), s"),
+        ("unpickle_s", "result unpickled (main), s"), ("deepcopy_s", "register: deepcopy + strip (main), s"),
+        ("register_s", "ansible-core's result handling, s"), ("task_s", "report task (decode .. register), CPU s"),
+        ("pickle_mb", "result pickled, MB"), ("json_mb", "report.json, MB"), ("md_mb", "report.md, MB"),
         ("html_mb", "report.html, MB"), ("junit_mb", "junit.xml, MB"), ("rss_inputs_mb", "peak RSS, inputs built, MB"),
         ("rss_peak_mb", "peak RSS, end, MB")]
 
@@ -211,7 +291,7 @@ def _run_child(arguments: list[str]) -> dict:
 def print_digests(measured: dict) -> None:
     """The sha256 of each tree's texts and files, and whether the trees wrote the same bytes."""
     labels = list(measured)
-    names = sorted(set(n for k in labels for n in measured[k].get("sha256", {}) if n != "audit"))
+    names = sorted(set(n for k in labels for n in measured[k].get("sha256", {}) if n not in ("audit", "decode_audit")))
     print("%-34s %s" % ("sha256 (the same report)", " ".join("%12s" % k for k in labels)))
     for name in names:
         values = [measured[k]["sha256"].get(name) for k in labels]
