@@ -110,6 +110,30 @@ class _Checks(object):
             "live": live, "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail,
         })
 
+    def extend(self, judged):
+        """Add a room's checks (``layers.check`` dicts) as :meth:`add` would, without a call per check: a room's
+        check with a key ``layers.check`` does not make is refused as :meth:`add` refuses an unknown argument."""
+        layers, items = self.layers, self.items
+        for check in judged:
+            check_id, status = check["id"], check["status"]
+            layer = _LAYER_OF.get(check_id) or layer_of(check_id)
+            if layer not in layers:
+                continue
+            if status not in _RANK:
+                raise ValueError("unknown status %r" % (status,))
+            if not _CHECK_KEYS.issuperset(check):
+                raise TypeError("a check of %s has unknown keys: %s" % (check_id, sorted(set(check) - _CHECK_KEYS)))
+            get = check.get
+            items.append({
+                "id": check_id, "layer": layer, "subject": get("subject"), "status": status, "desired": get("desired"),
+                "live": get("live"), "persisted": get("persisted"),
+                "remedy": get("remedy") if status != "ok" else None, "detail": get("detail"),
+            })
+
+
+# the keys of a room's check (layers.check); a room may leave out all but id and status
+_CHECK_KEYS = frozenset(("id", "status", "subject", "desired", "live", "persisted", "remedy", "detail"))
+
 
 def option_problems(desired):
     """The audit's own per-host options (inventory values the role's run_once check does not see) that are not
@@ -171,9 +195,7 @@ def audit_host(facts, desired=None, layers=None, error=None, option_errors=()):
         section = _section(layer, facts)  # facts without the room's section: from their other keys
         if section is None:
             continue  # facts of an older collection version, or its observer failed (a facts.read problem)
-        for check in layer.judge(section, desired):
-            check = dict(check)
-            checks.add(check.pop("id"), check.pop("status"), **check)
+        checks.extend(layer.judge(section, desired))
     return checks.items
 
 

@@ -191,11 +191,11 @@ def as_registered(hosts: dict) -> dict | None:
 
 
 def registered_cost(report: dict) -> dict | None:
-    """What ansible-core does with the action's result (the report, its hosts as the tree's action returns them) before
-    a later task can read ``rdma_audit_report``, with its own functions: the worker's pickle of the result to the main process (the results queue), the main process's
-    unpickling, and ``register``'s ``strip_internal_keys(module_response_deepcopy(result))``
-    (``StrategyBase._process_pending_results``).  CPU seconds, with the collector paused as in a worker that has
-    the report (the main process's collector runs as it does there)."""
+    """What ansible-core does with the action's result (the report, its hosts as the tree's action returns them)
+    before a later task can read ``rdma_audit_report``, with its own functions: the worker's pickle of the result
+    to the main process (the results queue), the main process's unpickling, and ``register``'s
+    ``strip_internal_keys(module_response_deepcopy(result))`` (``StrategyBase._process_pending_results``).  CPU
+    seconds."""
     # pylint: disable=import-outside-toplevel
     try:
         from ansible.vars.clean import module_response_deepcopy, strip_internal_keys

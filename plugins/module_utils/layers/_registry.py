@@ -60,11 +60,17 @@ _Layer = namedtuple("Layer", (
 ), defaults=(None, None, None, False, None))
 
 
+_RESOLVED = {}  # ref -> the room's function: the audit asks for every layer's judge once a host
+
+
 def _resolve(ref):
     if ref is None:
         return None
-    module, dummy, name = ref.partition(":")
-    return getattr(importlib.import_module(_ROOMS + module), name)
+    func = _RESOLVED.get(ref)
+    if func is None:
+        module, dummy, name = ref.partition(":")
+        func = _RESOLVED[ref] = getattr(importlib.import_module(_ROOMS + module), name)
+    return func
 
 
 class Layer(_Layer):
