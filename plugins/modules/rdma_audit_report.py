@@ -58,6 +58,15 @@ options:
     description: At most this many non-ok checks in RV(summary_lines).
     type: int
     default: 20
+  checks:
+    description:
+      - Whether RV(hosts) holds every host's checks. V(false) returns each host's status, counts, summary and labels
+        only (the report files have every check either way) - at thousands of hosts the checks are most of what
+        ansible-core passes from the action's worker to its main process and keeps there for the rest of the play.
+      - With V(true), each host's C(checks) is a tuple, which ansible-core's C(register) does not copy; templates
+        read it as a list (C(set_fact) and C(to_json) make it one).
+    type: bool
+    default: true
   result_var:
     description: The variable each host's M(rdma.k8s_node.rdma_audit_gather) result is registered as.
     type: str
@@ -91,6 +100,14 @@ EXAMPLES = r"""
     formats: [json, junit]
   register: rdma_audit_report
   run_once: true
+
+- name: A fleet - every check in the files, the registered result per host status, counts, summary and labels
+  rdma.k8s_node.rdma_audit_report:
+    hosts: "{{ ansible_play_hosts_all }}"
+    dest: /srv/rdma-audit
+    checks: false
+  register: rdma_audit_report
+  run_once: true
 """
 
 RETURN = r"""
@@ -109,7 +126,8 @@ summary:
   returned: always
   type: dict
 hosts:
-  description: Per host its status, counts, summary, labels and checks, as in C(report.json).
+  description: Per host its status, counts, summary, labels and checks, as in C(report.json); no C(checks) with
+    O(checks=false).
   returned: always
   type: dict
 files:

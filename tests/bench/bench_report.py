@@ -16,7 +16,8 @@ and times, in plain Python (what the ``rdma_audit_report`` action runs; the filt
   directory next to the module result: wall time (the disk's share included) and CPU time (with any child process);
 * what ansible-core does with the action's result before ``rdma_audit_report`` can be read, with its own functions:
   the pickle from the worker to the main process and back, and ``register``'s deep copy and key stripping
-  (``register_s``); ``task_s`` adds decoding + comparison, the files' CPU and that: the report task's CPU;
+  (``register_s``; ``register_no_checks_s`` with the action's ``checks: false``); ``task_s`` adds decoding +
+  comparison, the files' CPU and that: the report task's CPU;
 * the child's peak RSS (``ru_maxrss``) after the inputs were built and at the end;
 * the sha256 of each text and of each file written: whether the trees write the same bytes.
 
@@ -213,9 +214,18 @@ def registered_cost(report: dict) -> dict | None:
     unpickled = time.process_time()
     strip_internal_keys(module_response_deepcopy(copy_))
     done = time.process_time()
-    return {"pickle_s": round(pickled - start, 3), "unpickle_s": round(unpickled - pickled, 3),
-            "deepcopy_s": round(done - unpickled, 3), "register_s": round(done - start, 3),
-            "pickle_mb": round(len(data) / 1e6, 1)}
+    out = {"pickle_s": round(pickled - start, 3), "unpickle_s": round(unpickled - pickled, 3),
+           "deepcopy_s": round(done - unpickled, 3), "register_s": round(done - start, 3),
+           "pickle_mb": round(len(data) / 1e6, 1)}
+    if action is not None and hasattr(action, "without_checks"):  # the same with checks: false
+        del data, copy_
+        start = time.process_time()
+        result = dict(result, hosts=action.without_checks(report["hosts"]))
+        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        strip_internal_keys(module_response_deepcopy(pickle.loads(data)))
+        out["register_no_checks_s"] = round(time.process_time() - start, 3)
+        out["pickle_no_checks_mb"] = round(len(data) / 1e6, 1)
+    return out
 
 
 def _tree_hosts(result_file: str, count: int) -> dict:
@@ -275,7 +285,8 @@ ROWS = [("audit_s", "comparison (_audit.audit), s"),
         ("write_wall_s", "write_reports (4 files), wall s"), ("pickle_s", "result pickled (worker), s"),
         ("unpickle_s", "result unpickled (main), s"), ("deepcopy_s", "register: deepcopy + strip (main), s"),
         ("register_s", "ansible-core's result handling, s"), ("task_s", "report task (decode .. register), CPU s"),
-        ("pickle_mb", "result pickled, MB"), ("json_mb", "report.json, MB"), ("md_mb", "report.md, MB"),
+        ("pickle_mb", "result pickled, MB"), ("register_no_checks_s", "the same with checks: false, s"),
+        ("pickle_no_checks_mb", "result pickled with checks: false, MB"), ("json_mb", "report.json, MB"), ("md_mb", "report.md, MB"),
         ("html_mb", "report.html, MB"), ("junit_mb", "junit.xml, MB"), ("rss_inputs_mb", "peak RSS, inputs built, MB"),
         ("rss_peak_mb", "peak RSS, end, MB")]
 

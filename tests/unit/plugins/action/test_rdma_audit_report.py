@@ -66,10 +66,10 @@ def _ansible_env(tmp_path):
     return env
 
 
-def test_a_playbook_reads_the_registered_checks_as_lists(tmp_path):
-    """The role's and the molecule scenarios' ways of reading ``rdma_audit_report.hosts[h].checks``, in a real
-    ansible-playbook run of the action over hosts whose gather results are in the inventory: what they give is what
-    report.json holds for that host."""
+def _run(tmp_path, report_args, read):
+    """A real ansible-playbook run of the action over three hosts whose gather results are in the inventory (one
+    unreachable), then a debug task per host with ``read`` (templates); ``(the tasks' results by name and host,
+    report.json)``."""
     blob = _facts_text.deflate(json.dumps(FACTS, separators=(",", ":")))
     gathered = {"changed": False, "rdma_facts_json_zlib": blob, "rdma_audit_desired": {}}
     inventory = {"all": {"hosts": {
@@ -78,19 +78,12 @@ def test_a_playbook_reads_the_registered_checks_as_lists(tmp_path):
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
     play = [{"hosts": "all", "gather_facts": False, "tasks": [
-        {"name": "Report", "rdma.k8s_node.rdma_audit_report": {
+        {"name": "Report", "rdma.k8s_node.rdma_audit_report": dict({
             "hosts": "{{ ansible_play_hosts_all }}", "mode": "facts_only", "dest": str(tmp_path / "reports")},
-         "register": "rep", "run_once": True},
-        {"name": "Read", "ansible.builtin.debug": {"msg": {
-            "not_ok": "{{ checks | rejectattr('status', 'equalto', 'ok') | map(attribute='id') | list }}",
-            "read": "{{ (checks | selectattr('id', 'equalto', 'facts.read') | first).subject | default(None) }}",
-            "count": "{{ checks | length }}",
-            "first": "{{ checks[0].id }}",
-            "as_json": "{{ checks | to_json }}",
-            "status": "{{ rep.hosts[inventory_hostname].status }}",
-            "labels": "{{ rep.hosts[inventory_hostname].labels }}"}},
-         "vars": {"checks": "{{ rep.hosts[inventory_hostname].checks }}"}},
-        {"name": "Copied", "ansible.builtin.set_fact": {"copied": "{{ rep.hosts[inventory_hostname].checks }}"}},
+            **report_args), "register": "rep", "run_once": True},
+        {"name": "Read", "ansible.builtin.debug": {"msg": read},
+         "vars": {"checks": "{{ rep.hosts[inventory_hostname].checks | default('none') }}"}},
+        {"name": "Copied", "ansible.builtin.set_fact": {"copied": "{{ rep.hosts[inventory_hostname].checks | default([]) }}"}},
         {"name": "Type", "ansible.builtin.debug": {"msg": "{{ copied | type_debug }}"}}]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False), encoding="utf-8")
     done = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(tmp_path / "inventory.yml"),
@@ -101,6 +94,21 @@ def test_a_playbook_reads_the_registered_checks_as_lists(tmp_path):
     tasks = dict((task["task"]["name"], task["hosts"]) for task in output["plays"][0]["tasks"])
     report = json.loads((tmp_path / "reports" / "report.json").read_text(encoding="utf-8"))
     assert sorted(report["hosts"]) == ["node-0", "node-1", "node-2"]
+    assert report["hosts"]["node-0"]["status"] == "unknown"
+    return tasks, report
+
+
+def test_a_playbook_reads_the_registered_checks_as_lists(tmp_path):
+    """The role's and the molecule scenarios' ways of reading ``rdma_audit_report.hosts[h].checks``: what they give
+    is what report.json holds for that host."""
+    tasks, report = _run(tmp_path, {}, {
+        "not_ok": "{{ checks | rejectattr('status', 'equalto', 'ok') | map(attribute='id') | list }}",
+        "read": "{{ (checks | selectattr('id', 'equalto', 'facts.read') | first).subject | default(None) }}",
+        "count": "{{ checks | length }}",
+        "first": "{{ checks[0].id }}",
+        "as_json": "{{ checks | to_json }}",
+        "status": "{{ rep.hosts[inventory_hostname].status }}",
+        "labels": "{{ rep.hosts[inventory_hostname].labels }}"})
     for name, host in report["hosts"].items():
         got = tasks["Read"][name]["msg"]
         assert got["not_ok"] == [check["id"] for check in host["checks"] if check["status"] != "ok"], name
@@ -110,4 +118,15 @@ def test_a_playbook_reads_the_registered_checks_as_lists(tmp_path):
         assert got["status"] == host["status"] and got["labels"] == host["labels"]
         assert tasks["Type"][name]["msg"] == "list"  # set_fact makes it a list, as templates see it
     assert tasks["Read"]["node-1"]["msg"]["read"] == "/sys/class/net/ibp24s0/mtu"
-    assert report["hosts"]["node-0"]["status"] == "unknown"
+
+
+def test_checks_false_registers_each_hosts_verdict_and_writes_every_check(tmp_path):
+    tasks, report = _run(tmp_path, {"checks": False}, {
+        "checks": "{{ checks }}", "host": "{{ rep.hosts[inventory_hostname] | to_json }}",
+        "summary": "{{ rep.summary | to_json }}"})
+    for name, host in report["hosts"].items():
+        got = tasks["Read"][name]["msg"]
+        assert got["checks"] == "none", name  # not registered
+        assert json.loads(got["host"]) == dict((key, value) for key, value in host.items() if key != "checks")
+        assert json.loads(got["summary"]) == report["summary"]
+        assert host["checks"] and sum(host["counts"].values()) == len(host["checks"])  # the file has them all
