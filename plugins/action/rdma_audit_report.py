@@ -99,7 +99,7 @@ def frozen_checks(hosts):
 
 def without_checks(hosts):
     """``hosts`` (the report's) without their checks (``checks: false``): each host's status, counts, summary,
-    labels, mode and layers.  At 10,000 hosts the checks are 1.15 million dicts that ansible-core pickles from the
+    labels, ``audit`` (its mode) and layers.  At 10,000 hosts the checks are 1.15 million dicts that ansible-core pickles from the
     report's worker to its main process (8.6 s, docs/benchmarks.md) and keeps there for the rest of the play."""
     return dict((name, dict((key, value) for key, value in host.items() if key != "checks"))
                 for name, host in hosts.items())

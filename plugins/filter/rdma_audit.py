@@ -61,6 +61,9 @@ _RESULT_KEYS = frozenset(("changed", "failed", "skipped", "msg", "files", "summa
 def _report(report, name):
     if not isinstance(report, Mapping) or report.get("schema_version") != _audit.SCHEMA_VERSION:
         raise AnsibleFilterError("%s: expected an rdma_audit report (schema_version %d)" % (name, _audit.SCHEMA_VERSION))
+    hosts = report.get("hosts")
+    if isinstance(hosts, Mapping) and any(isinstance(host, Mapping) and "checks" not in host for host in hosts.values()):
+        raise AnsibleFilterError("%s: %s" % (name, _audit.NO_CHECKS))
     return dict((key, value) for key, value in _plain(report).items() if key not in _RESULT_KEYS)
 
 

@@ -33,6 +33,9 @@ from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology.judg
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import listed, topo_matrix
 
 SCHEMA_VERSION = 1
+#: what a reader of checks says of a registered rdma_audit_report without them (rdma_audit_register_checks: false)
+NO_CHECKS = ("the report has no checks (registered with rdma_audit_register_checks: false): read report.json, or "
+             "register the checks")
 STATUSES = ("ok", "drift", "fail", "unknown")
 # the worst status of a host or an inventory: fail > unknown > drift > ok (unknown may hide a failure)
 _RANK = {"ok": 0, "drift": 1, "unknown": 2, "fail": 3}
@@ -116,13 +119,13 @@ class _Checks(object):
         layers, items = self.layers, self.items
         for check in judged:
             check_id, status = check["id"], check["status"]
+            if not _CHECK_KEYS.issuperset(check):
+                raise TypeError("a check of %s has unknown keys: %s" % (check_id, sorted(set(check) - _CHECK_KEYS)))
             layer = _LAYER_OF.get(check_id) or layer_of(check_id)
             if layer not in layers:
                 continue
             if status not in _RANK:
                 raise ValueError("unknown status %r" % (status,))
-            if not _CHECK_KEYS.issuperset(check):
-                raise TypeError("a check of %s has unknown keys: %s" % (check_id, sorted(set(check) - _CHECK_KEYS)))
             get = check.get
             items.append({
                 "id": check_id, "layer": layer, "subject": get("subject"), "status": status, "desired": get("desired"),

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit import DESIRED_VARS, LAYERS, STATUSES
+from ansible_collections.rdma.k8s_node.plugins.plugin_utils._audit import DESIRED_VARS, LAYERS, NO_CHECKS, STATUSES
 
 PREFIX = "rdma_k8s_node_audit_"
 #: the value of a status in the metrics: the audit's own order of badness (``_audit.worst``: fail > unknown > drift
@@ -74,6 +74,8 @@ def _host_of(report, host):
         host = next(iter(hosts))
     if host not in hosts:
         raise ValueError("host %r is not in the report (it has %s)" % (host, ", ".join(sorted(hosts)) or "none"))
+    if isinstance(hosts[host], Mapping) and "checks" not in hosts[host]:
+        raise ValueError(NO_CHECKS)
     return hosts[host]
 
 

@@ -73,11 +73,13 @@ def _frozen(value):
 
 
 def _copied(value):
-    """A copy of the dicts and lists of a validated value (the caller may change what it is given)."""
+    """A copy of the dicts, lists and tuples of a validated value (the caller may change what it is given)."""
     if isinstance(value, dict):
         return dict((key, _copied(item)) for key, item in value.items())
     if isinstance(value, list):
         return [_copied(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_copied(item) for item in value)
     return value
 
 

@@ -107,6 +107,7 @@ def test_a_playbook_reads_the_registered_checks_as_lists(tmp_path):
         "count": "{{ checks | length }}",
         "first": "{{ checks[0].id }}",
         "as_json": "{{ checks | to_json }}",
+        "listed": "{{ ((checks | list) + [{'id': 'mine'}]) | map(attribute='id') | list }}",
         "status": "{{ rep.hosts[inventory_hostname].status }}",
         "labels": "{{ rep.hosts[inventory_hostname].labels }}"})
     for name, host in report["hosts"].items():
@@ -115,6 +116,7 @@ def test_a_playbook_reads_the_registered_checks_as_lists(tmp_path):
         assert got["not_ok"], name  # something to drop and keep on every host
         assert int(got["count"]) == len(host["checks"]) and got["first"] == host["checks"][0]["id"]
         assert json.loads(got["as_json"]) == host["checks"]
+        assert got["listed"] == [check["id"] for check in host["checks"]] + ["mine"]  # `| list` where a list is needed
         assert got["status"] == host["status"] and got["labels"] == host["labels"]
         assert tasks["Type"][name]["msg"] == "list"  # set_fact makes it a list, as templates see it
     assert tasks["Read"]["node-1"]["msg"]["read"] == "/sys/class/net/ibp24s0/mtu"
@@ -130,3 +132,23 @@ def test_checks_false_registers_each_hosts_verdict_and_writes_every_check(tmp_pa
         assert json.loads(got["host"]) == dict((key, value) for key, value in host.items() if key != "checks")
         assert json.loads(got["summary"]) == report["summary"]
         assert host["checks"] and sum(host["counts"].values()) == len(host["checks"])  # the file has them all
+
+
+def test_readers_of_checks_refuse_a_report_registered_without_them():
+    """rdma_audit_register_checks: false: the collection's filters that read checks say so, instead of a KeyError
+    or metrics without a check."""
+    # pylint: disable=import-outside-toplevel
+    import pytest
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.rdma.k8s_node.plugins.filter import rdma_audit as F
+    from ansible_collections.rdma.k8s_node.plugins.filter.rdma_audit_node import rdma_audit_textfile
+
+    report = _report()
+    registered = dict(report, hosts=R.without_checks(report["hosts"]), changed=False, files={}, summary_lines=[])
+    for name in ("rdma_audit_json", "rdma_audit_markdown", "rdma_audit_html", "rdma_audit_junit", "rdma_audit_summary"):
+        with pytest.raises(AnsibleFilterError, match="rdma_audit_register_checks: false"):
+            getattr(F, name)(registered)
+        getattr(F, name)(dict(report, changed=False, files={}, summary_lines=[]))  # with them: as before
+    with pytest.raises(AnsibleFilterError, match="rdma_audit_register_checks: false"):
+        rdma_audit_textfile(registered, host="node-1")
+    assert "check_status" in rdma_audit_textfile(report, host="node-1")

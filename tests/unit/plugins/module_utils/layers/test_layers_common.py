@@ -13,6 +13,12 @@ SPEC = {"name": {"type": "str", "default": "x"}, "count": {"type": "int"},
         "mode": {"type": "str", "choices": ["a", "b"]}}
 
 
+def test_role_params_copies_tuples_inside_raw_values():
+    first = L.role_params({"v": {"type": "raw"}}, {"v": ({"k": [1]},)}, "p_")
+    first["v"][0]["k"].append(2)
+    assert L.role_params({"v": {"type": "raw"}}, {"v": ({"k": [1]},)}, "p_") == {"v": ({"k": [1]},)}
+
+
 def test_role_params_returns_a_fresh_copy_every_time():
     first = L.role_params(SPEC, {"count": "3", "options": {"k": [1]}, "items": [1, "b"], "mode": None}, "p_")
     assert first == {"name": "x", "count": 3, "options": {"k": [1]}, "items": ["1", "b"], "mode": None}
@@ -60,10 +66,14 @@ def test_role_params_validates_values_it_cannot_remember():
         L._frozen({"v": odd})  # pylint: disable=protected-access
 
 
-def test_a_rooms_judge_is_imported_once():
+def test_a_rooms_judge_is_imported_once(monkeypatch):
     layer = next(layer for layer in _registry.LAYERS if layer.name == "kubelet")
-    assert layer.judge is layer.judge
-    assert layer.judge.__module__.endswith("layers.kubelet.judge")
+    judge = layer.judge
+    assert judge.__module__.endswith("layers.kubelet.judge")
+    assert _registry._RESOLVED[layer.judge_ref] is judge  # pylint: disable=protected-access
+    imported = []
+    monkeypatch.setattr(_registry.importlib, "import_module", imported.append)
+    assert layer.judge is judge and not imported  # no import machinery per host and layer
 
 
 def test_the_audits_collector_keeps_the_order_and_refuses_what_add_refuses():
@@ -81,6 +91,8 @@ def test_the_audits_collector_keeps_the_order_and_refuses_what_add_refuses():
         checks.extend([L.check("sysctl.arp", "bad")])
     with pytest.raises(TypeError, match=r"unknown keys: \['extra'\]"):
         checks.extend([dict(L.check("sysctl.arp", "ok"), extra=1)])
+    with pytest.raises(TypeError, match=r"unknown keys"):  # as add() did, whatever its layer
+        checks.extend([dict(L.check("kubelet.policy", "ok"), extra=1)])
 
 
 def _added():
