@@ -28,6 +28,7 @@ from ansible.module_utils.common.validation import check_type_bool
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils import _facts_text
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _registry as _layers
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import check as _layers_check
 # the topology room's PCIe classes (the choices of rdma_audit_gpu_nic_max_class, checked below)
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.topology.judge import AFFINITY_ORDER
 from ansible_collections.rdma.k8s_node.plugins.plugin_utils._summary import listed, topo_matrix
@@ -103,15 +104,8 @@ class _Checks(object):
         self.items = []
 
     def add(self, check_id, status, desired=None, live=None, persisted=None, remedy=None, detail=None, subject=None):
-        layer = layer_of(check_id)
-        if layer not in self.layers:
-            return
-        if status not in _RANK:
-            raise ValueError("unknown status %r" % (status,))
-        self.items.append({
-            "id": check_id, "layer": layer, "subject": subject, "status": status, "desired": desired,
-            "live": live, "persisted": persisted, "remedy": remedy if status != "ok" else None, "detail": detail,
-        })
+        self.extend((_layers_check(check_id, status, subject, desired, live, persisted=persisted, remedy=remedy,
+                                   detail=detail),))
 
     def extend(self, judged):
         """Add a room's checks (``layers.check`` dicts) as :meth:`add` would, without a call per check: a room's
@@ -121,7 +115,7 @@ class _Checks(object):
             check_id, status = check["id"], check["status"]
             if not _CHECK_KEYS.issuperset(check):
                 raise TypeError("a check of %s has unknown keys: %s" % (check_id, sorted(set(check) - _CHECK_KEYS)))
-            layer = _LAYER_OF.get(check_id) or layer_of(check_id)
+            layer = layer_of(check_id)
             if layer not in layers:
                 continue
             if status not in _RANK:

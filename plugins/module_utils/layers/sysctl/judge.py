@@ -25,7 +25,8 @@ __metaclass__ = type  # pylint: disable=invalid-name
 from functools import lru_cache
 
 from ansible_collections.rdma.k8s_node.plugins.module_utils._errors import RdmaNodeError
-from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import desired_bool
+# _frozen is also what test__audit_overrides compares
+from ansible_collections.rdma.k8s_node.plugins.module_utils.layers import _frozen, _thawed, desired_bool
 from ansible_collections.rdma.k8s_node.plugins.module_utils._fileedit import FileState
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import plan as _plan
 from ansible_collections.rdma.k8s_node.plugins.module_utils.layers.sysctl import rules
@@ -41,27 +42,6 @@ def section_of(facts):
     persisted = facts.get("persisted") or {}
     return {"netdevs": rdma_netdevs(facts), "live": facts.get("sysctl") or {}, "files": persisted.get("sysctl_files"),
             "ours": None, "persisted": persisted.get("sysctl") or {}, "problems": []}
-
-
-def _frozen(value):
-    """A hashable stand-in for a desired-state value, types included (``1``, ``1.0`` and ``True`` are equal keys of a
-    dict but not the same setting); TypeError for what cannot be frozen (the caller then does not cache)."""
-    if isinstance(value, dict):
-        return (dict, tuple((_frozen(k), _frozen(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return (type(value), tuple(_frozen(v) for v in value))
-    hash(value)
-    return (type(value), value)
-
-
-def _thawed(frozen):
-    """The value :func:`_frozen` froze (a fresh copy)."""
-    kind, value = frozen
-    if kind is dict:
-        return dict((_thawed(k), _thawed(v)) for k, v in value)
-    if kind in (list, tuple):
-        return kind(_thawed(v) for v in value)
-    return value
 
 
 def _validated(interfaces, host, per_if, netdevs):
