@@ -10,6 +10,10 @@ For each N it times, with the same ``ansible.cfg`` (``--config``, default ``exam
 * ``audit``     -- ``playbooks/audit.yml`` (one ``rdma_facts`` per host, the comparison on the controller);
 * ``baseline``  -- ``tests/bench/fleet/baseline_audit.yml``: the same checks as one stock-module task per check
   (``command``/``shell``/``stat``/``slurp`` + ``assert``), capped at ``--baseline-max`` hosts;
+* ``floor`` and ``floor-facts`` (``--only floor``) -- ``tests/bench/fleet/floor.yml`` (one ``ansible.builtin.ping``
+  per host) and ``floor_facts.yml`` (one plain ``rdma_facts`` task per host, the gather's arguments): what
+  ansible-core itself costs for one module task per host, the least an audit that reads each node can cost; the
+  audit's controller CPU above ``floor-facts`` is the collection's own (``versus_floor``);
 
 and, once: ``converge`` -- a second (no-op) run of the provisioning roles that work on a simulated node (FUSE
 mount, command shims; see docs/benchmarks.md for which roles and why), and ``facts`` -- ``rdma_facts`` alone on
@@ -65,6 +69,9 @@ import yaml  # noqa: E402
 PLAYBOOKS = {
     "audit": REPO / "playbooks" / "audit.yml",
     "baseline": BENCH / "fleet" / "baseline_audit.yml",
+    # ansible-core's own cost of one module task per host: the least an audit reading each node can cost
+    "floor": BENCH / "fleet" / "floor.yml",
+    "floor-facts": BENCH / "fleet" / "floor_facts.yml",
 }
 DEFAULT_CONFIG = REPO / "examples" / "ansible.cfg"
 # one line per timed process: "<user> <sys> <elapsed>", seconds to the millisecond (bash's `time`, TIMEFORMAT below;
@@ -782,6 +789,31 @@ def versus_ssh(rows: list[dict]) -> list[str]:
     return lines
 
 
+def versus_floor(rows: list[dict]) -> list[str]:
+    """Lines splitting each audit row's controller CPU per host (``--only floor,audit``) into ansible-core's floor
+    (one module task per host: ``floor``, ping; ``floor-facts``, rdma_facts as a plain task) and the rest."""
+    lines = []
+    floors = dict(((r["name"], r["hosts"], r.get("strategy")), r) for r in rows
+                  if r["name"].split("/")[0] in ("floor", "floor-facts"))
+    for row in rows:
+        if not row["name"].startswith("audit") or not row.get("controller_ms_per_host"):
+            continue
+        strategy = row.get("strategy")
+        ping = floors.get((run_name("floor", strategy=strategy), row["hosts"], strategy))
+        facts = floors.get((run_name("floor-facts", strategy=strategy), row["hosts"], strategy))
+        if not ping or not facts:
+            continue
+        ours = row["controller_ms_per_host"]
+        lines.append("N = %d, %s: controller CPU per host %.1f ms = ansible-core's floor %.1f (one ping task) + the "
+                     "facts module and its result %.1f (one rdma_facts task: %.1f) + the collection's own %.1f "
+                     "(the gather action, the comparison, the report); floor / %s = %.2f" % (
+                         row["hosts"], row["name"], ours, ping["controller_ms_per_host"],
+                         facts["controller_ms_per_host"] - ping["controller_ms_per_host"],
+                         facts["controller_ms_per_host"], ours - facts["controller_ms_per_host"], row["name"],
+                         facts["controller_ms_per_host"] / ours))
+    return lines
+
+
 def versus_revision(rows: list[dict]) -> list[str]:
     """Lines comparing each audit row with the audit@REV row of the same N (``--compare``): ours / theirs."""
     lines = []
@@ -873,7 +905,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     parser.add_argument("--archetype", default="dgx-h100", help="hwsim archetype of every fleet host")
     parser.add_argument("--baseline-max", type=int, default=100, help="largest N the baseline runs at")
     parser.add_argument("--only", default="audit,baseline,converge,facts",
-                        help="which measurements (audit, baseline, converge, facts)")
+                        help="which measurements (audit, baseline, converge, facts, floor)")
     parser.add_argument("--config", default=str(DEFAULT_CONFIG),
                         help="ansible.cfg for every run; 'none' = Ansible's defaults")
     parser.add_argument("--forks", type=int, help="override the config's forks")
@@ -921,7 +953,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
 
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     only = set(s.strip() for s in args.only.split(",") if s.strip())
-    unknown = only - {"audit", "baseline", "converge", "facts"}
+    unknown = only - {"audit", "baseline", "converge", "facts", "floor"}
     if unknown:
         parser.error("unknown measurements: %s" % ", ".join(sorted(unknown)))
     venv = pathlib.Path(args.venv).resolve()
@@ -969,7 +1001,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
     extra = {"venv": str(venv), "versions": venv_versions(str(venv / "bin" / "python")),
              "strategies": strategies, "strategy_plugins": plugins}
     try:
-        if only & {"audit", "baseline"} and sizes:
+        if only & {"audit", "baseline", "floor"} and sizes:
             start = time.perf_counter()
             roots = build_fleet(workdir, args.archetype, max(sizes), args.roots)
             extra["fleet_build_s"] = round(time.perf_counter() - start, 2)
@@ -981,7 +1013,8 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
                 compare = bench_layer_cost.export_tree(args.compare, workdir / ("tree-" + args.compare))
             for count in sizes:
                 # compare and audit-ssh come with audit (compare is only exported when audit is asked for)
-                kinds = [k for k, wanted in (("baseline", "baseline" in only), ("compare", compare is not None),
+                kinds = [k for k, wanted in (("baseline", "baseline" in only), ("floor", "floor" in only),
+                                             ("floor-facts", "floor" in only), ("compare", compare is not None),
                                              ("audit", "audit" in only), ("audit-ssh", ssh and "audit" in only))
                          if wanted]
                 for kind, strategy in [(k, s) for k in kinds for s in strategies]:
@@ -1033,7 +1066,7 @@ def main(argv: list[str] | None = None) -> int:  # pylint: disable=too-many-loca
         print()
         if rows:
             print(table(rows, args.baseline_max, sizes))
-            for line in versus_revision(rows) + versus_strategy(rows) + versus_ssh(rows):
+            for line in versus_revision(rows) + versus_strategy(rows) + versus_ssh(rows) + versus_floor(rows):
                 print(line)
         extra["machine"] = machine()
         extra["node_python"] = python

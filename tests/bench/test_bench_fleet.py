@@ -356,3 +356,31 @@ def test_ssh_target_inventory_and_rows(tmp_path):
         "N = 10, over SSH / local connection: controller CPU per host 200.0 / 150.0 ms = 1.33x (the SSH clients "
         "and master connections: 50.0 ms a host), wall 1.20x"]
     assert "| audit-ssh | 10 | 12.0 | 6.0 (2.0 + 4.0) | 200.0 |" in B.table([local, over], 100, [10])
+
+
+def test_versus_floor_splits_the_audit_into_ansible_core_and_the_collection():
+    def row(name, controller):
+        return dict(B.measurement(name, 100, 10.0, controller + 2.0, {"calls": 100, "cpu": 2.0, "elapsed": 5.0}, {}, 0),
+                    peak_rss_mb=100.0)
+    rows = [row("floor", 4.0), row("floor-facts", 5.0), row("audit", 6.5), row("audit@abc", 7.0)]
+    lines = B.versus_floor(rows)
+    assert lines == [
+        "N = 100, audit: controller CPU per host 65.0 ms = ansible-core's floor 40.0 (one ping task) + the facts module "
+        "and its result 10.0 (one rdma_facts task: 50.0) + the collection's own 15.0 (the gather action, the "
+        "comparison, the report); floor / audit = 0.77",
+        "N = 100, audit@abc: controller CPU per host 70.0 ms = ansible-core's floor 40.0 (one ping task) + the facts "
+        "module and its result 10.0 (one rdma_facts task: 50.0) + the collection's own 20.0 (the gather action, the "
+        "comparison, the report); floor / audit@abc = 0.71"]
+    # without both floors of the same N there is nothing to split
+    assert B.versus_floor([row("floor", 4.0), row("audit", 6.5)]) == []
+
+
+def test_floor_playbooks_run_one_module_task_per_host(tmp_path):
+    """Both floors are real runs on the fleet's inventory and configuration: one module call a host, every host
+    ok (floor-facts' call is rdma_facts with the gather's arguments)."""
+    roots = B.build_fleet(tmp_path, "roce-cx6dx", 2, roots="hardlink")
+    for kind in ("floor", "floor-facts"):
+        row = B.fleet_run(kind, tmp_path, roots, B.DEFAULT_CONFIG, None, python=B.node_python())
+        assert row["rc"] == 0, pathlib.Path(row["log"]).read_text(encoding="utf-8")[-3000:]
+        assert (row["recap_hosts"], row["failed"], row["module_calls"]) == (2, 0, 2)
+        assert row["findings_per_host"] is None  # no report: the floors compare nothing
