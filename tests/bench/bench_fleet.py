@@ -793,14 +793,13 @@ def versus_floor(rows: list[dict]) -> list[str]:
     """Lines splitting each audit row's controller CPU per host (``--only floor,audit``) into ansible-core's floor
     (one module task per host: ``floor``, ping; ``floor-facts``, rdma_facts as a plain task) and the rest."""
     lines = []
-    floors = dict(((r["name"], r["hosts"], r.get("strategy")), r) for r in rows
-                  if r["name"].split("/")[0] in ("floor", "floor-facts"))
+    by_name = dict(((r["name"], r["hosts"]), r) for r in rows)  # a row's name holds its strategy (run_name)
     for row in rows:
-        if not row["name"].startswith("audit") or not row.get("controller_ms_per_host"):
+        # the floors run over the local connection: an audit over SSH would count SSH's cost as the collection's
+        if not row["name"].startswith("audit") or row.get("over_ssh") or not row.get("controller_ms_per_host"):
             continue
-        strategy = row.get("strategy")
-        ping = floors.get((run_name("floor", strategy=strategy), row["hosts"], strategy))
-        facts = floors.get((run_name("floor-facts", strategy=strategy), row["hosts"], strategy))
+        ping = by_name.get((run_name("floor", strategy=row.get("strategy")), row["hosts"]))
+        facts = by_name.get((run_name("floor-facts", strategy=row.get("strategy")), row["hosts"]))
         if not ping or not facts:
             continue
         ours = row["controller_ms_per_host"]
